@@ -1,0 +1,5 @@
+//! The core of the kestrel DSL.
+
+pub mod target;
+
+pub use target::Target;

@@ -1,0 +1,4 @@
+//! Kernels written in the kestrel DSL, with everything a serving process needs around them.
+
+pub mod formats;
+pub mod swap_ab_decode;

@@ -1,0 +1,30 @@
+//! The DeepSeek-V4.1 "SwapAB" sparse decode attention (see `shared/SPEC.md` in the design
+//! notes): one query token attends to a sliding-window list and a compressed list of paged
+//! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
+
+pub mod key;
+
+pub use key::{CompileKey, ExtraRecord, KeyError};
+
+/// Dimensions of a latent KV row (K and V are the same row).
+pub const HEAD_DIM: usize = 512;
+/// Trailing dims of a row that carry rotary position embedding.
+pub const ROPE_DIM: usize = 64;
+/// First RoPE dim.
+pub const ROPE_START: usize = HEAD_DIM - ROPE_DIM;
+/// Rows of a compressed-list KV tile (the MMA's M).
+pub const TILE: usize = 128;
+/// Rows of a sliding-window KV tile.
+pub const SWA_ROWS: usize = 64;
+/// Threads of a CTA (16 warps: 4 TMEM lane quadrants x 4 column groups).
+pub const THREADS: usize = 512;
+/// Largest cluster (non-portable size on sm_90 and sm_100).
+pub const MAX_CLUSTER: usize = 16;
+/// Bytes of a V4.1 fp8 record: 512 e4m3 values, then 16 ue8m0 scales.
+pub const FP8_RECORD: usize = 528;
+/// Bytes of a V4.1 NVFP4 record: 256 bytes of e2m1 pairs, then 32 e4m3 scales.
+pub const FP4_RECORD: usize = 288;
+/// Heads per group of the grouped output projection (o-fused layout).
+pub const WV_GROUP_SIZE: usize = 8;
+/// log2(e).
+pub const LOG2E: f64 = std::f64::consts::LOG2_E;
