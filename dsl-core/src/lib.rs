@@ -1,5 +1,11 @@
-//! The core of the kestrel DSL.
+//! The core of the kestrel DSL: the IR, tracing, the Blackwell/Hopper op set, the PTX
+//! emitter, the CPU interpreter and the cudarc JIT.
 
+pub mod arch;
+pub mod emit;
+pub mod ir;
+pub mod ptxas;
 pub mod target;
+pub mod trace;
 
 pub use target::Target;

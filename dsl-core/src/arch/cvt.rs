@@ -1,0 +1,295 @@
+//! Conversions used by the decode kernel: bf16 packing, fp8 (e4m3) and fp4 (e2m1)
+//! dequantisation with power-of-two or e4m3 scales, MXFP8 quantisation with ue8m0 scales.
+//!
+//! Each conversion with a native instruction on only some targets has two paths: the
+//! native `cvt` and an exact sequence of integer and bf16x2 ops ([`CvtPath::Emulated`]).
+//! The default picks the native one where the target has it; tests run both through the
+//! interpreter and compare them.
+
+use crate::Target;
+use crate::ir::{AluOp, Bf16x2Arith, CvtOp, Op, Operand, Ty};
+use crate::trace::val::emit;
+use crate::trace::{Bf16x2, IntoVal, Val, current_target};
+
+/// Which implementation of a conversion to trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CvtPath {
+    /// The target's own `cvt` instruction.
+    Native,
+    /// An exact instruction sequence available on every target.
+    Emulated,
+}
+
+impl CvtPath {
+    /// The native path where `target` has the sm_100a `cvt` forms, the emulated one elsewhere.
+    pub fn default_for(target: Target) -> Self {
+        match target {
+            Target::Sm100a => CvtPath::Native,
+            Target::Sm90a => CvtPath::Emulated,
+        }
+    }
+
+    fn current() -> Self {
+        Self::default_for(current_target())
+    }
+}
+
+#[track_caller]
+fn prmt(a: Val<u32>, b: impl IntoVal<u32>, selector: u32) -> Val<u32> {
+    let (a, b) = (Operand::Reg(a.reg()), b.operand());
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Alu(AluOp::Prmt {
+            dst,
+            a,
+            b,
+            selector: Operand::Imm(selector as u64),
+        })
+    }))
+}
+
+#[track_caller]
+fn bf16x2_op(op: Bf16x2Arith, a: Val<Bf16x2>, b: Val<Bf16x2>, c: Operand) -> Val<Bf16x2> {
+    let (a, b) = (Operand::Reg(a.reg()), Operand::Reg(b.reg()));
+    Val::from_reg(emit(Ty::B32, |dst| {
+        Op::Cvt(CvtOp::Bf16x2 { op, dst, a, b, c })
+    }))
+}
+
+/// `mul.rn.bf16x2`: elementwise product, round to nearest, subnormals kept.
+#[track_caller]
+pub fn bf16x2_mul(a: Val<Bf16x2>, b: Val<Bf16x2>) -> Val<Bf16x2> {
+    bf16x2_op(Bf16x2Arith::Mul, a, b, Operand::Imm(0))
+}
+
+/// `fma.rn.bf16x2`: elementwise a * b + c.
+#[track_caller]
+pub fn bf16x2_fma(a: Val<Bf16x2>, b: Val<Bf16x2>, c: Val<Bf16x2>) -> Val<Bf16x2> {
+    bf16x2_op(Bf16x2Arith::Fma, a, b, Operand::Reg(c.reg()))
+}
+
+/// A bf16x2 with both halves holding the bf16 bits `bits`.
+#[track_caller]
+pub fn bf16x2_splat_bits(bits: u16) -> Val<Bf16x2> {
+    Val::<u32>::constant(((bits as u32) << 16) | bits as u32).bitcast()
+}
+
+/// `cvt.rn.bf16x2.f32`: (lo, hi) rounded to nearest even, lo in the low half.
+#[track_caller]
+pub fn f32x2_to_bf16x2(lo: Val<f32>, hi: Val<f32>) -> Val<Bf16x2> {
+    let (lo, hi) = (Operand::Reg(lo.reg()), Operand::Reg(hi.reg()));
+    Val::from_reg(emit(Ty::B32, |dst| {
+        Op::Cvt(CvtOp::F32x2ToBf16x2 { dst, lo, hi })
+    }))
+}
+
+/// The two bf16 halves as f32 (exact): (low half, high half).
+#[track_caller]
+pub fn bf16x2_to_f32x2(w: Val<Bf16x2>) -> (Val<f32>, Val<f32>) {
+    let bits = w.bitcast::<u32>();
+    let lo = (bits << 16).bitcast::<f32>();
+    let hi = (bits & 0xffff_0000u32).bitcast::<f32>();
+    (lo, hi)
+}
+
+/// Four f32 to four e4m3 bytes (`cvt.rn.satfinite.e4m3x2.f32` twice): element i in byte i.
+#[track_caller]
+pub fn f32x4_to_e4m3x4(v: [Val<f32>; 4]) -> Val<u32> {
+    let pair = |lo: Val<f32>, hi: Val<f32>| {
+        let (lo, hi) = (Operand::Reg(lo.reg()), Operand::Reg(hi.reg()));
+        emit(Ty::B16, |dst| Op::Cvt(CvtOp::F32x2ToE4m3x2 { dst, lo, hi }))
+    };
+    let lo = pair(v[0], v[1]);
+    let hi = pair(v[2], v[3]);
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Alu(AluOp::Pack {
+            dst,
+            lo: Operand::Reg(lo),
+            hi: Operand::Reg(hi),
+        })
+    }))
+}
+
+/// The ue8m0 scale byte of `x` rounded up to a power of two, saturating (the semantics of
+/// `cvt.rp.satfinite.ue8m0x2.f32`): 2^(e-127) >= x; x <= 2^-127 (zero, negatives) gives 0,
+/// +inf and values above 2^127 give 254, NaN gives 255.
+#[track_caller]
+pub fn ue8m0_round_up(x: Val<f32>) -> Val<u32> {
+    ue8m0_round_up_with(x, CvtPath::current())
+}
+
+/// [`ue8m0_round_up`] on a chosen path.
+#[track_caller]
+pub fn ue8m0_round_up_with(x: Val<f32>, path: CvtPath) -> Val<u32> {
+    match path {
+        CvtPath::Native => {
+            let x = Operand::Reg(x.reg());
+            let pair = emit(Ty::B16, |dst| {
+                Op::Cvt(CvtOp::F32x2ToUe8m0x2 { dst, lo: x, hi: x })
+            });
+            b16_to_u32(pair) & 0xffu32
+        }
+        CvtPath::Emulated => {
+            let bits = x.bitcast::<u32>();
+            let exp = (bits >> 23) & 0xffu32;
+            let mant = bits & 0x7f_ffffu32;
+            let negative = bits.bitcast::<i32>().lt(0i32);
+            let is_nan = exp.eq(255u32) & mant.ne(0u32);
+            // Normal x: 2^(exp-127) * (1 + m), rounded up to exp + (m != 0).
+            let normal = exp + mant.ne(0u32).to_u32();
+            // Subnormal x = m * 2^-149: above 2^-127 (m > 2^22) it rounds up to 2^-126.
+            let subnormal = mant.gt(1u32 << 22).to_u32();
+            let e = exp.eq(0u32).select(subnormal, normal).min(254u32);
+            let e = negative.select(0u32, e);
+            is_nan.select(255u32, e)
+        }
+    }
+}
+
+/// Zero-extends a b16 register (`cvt.u32.u16`).
+#[track_caller]
+fn b16_to_u32(h: crate::ir::Reg) -> Val<u32> {
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Alu(AluOp::Convert {
+            dst_ty: Ty::U32,
+            src_ty: Ty::B16,
+            rounding: crate::ir::Rounding::Nearest,
+            dst,
+            src: Operand::Reg(h),
+        })
+    }))
+}
+
+/// The low 16 bits of a word in a b16 register (`cvt.u16.u32`).
+#[track_caller]
+fn u32_to_b16(w: Val<u32>) -> crate::ir::Reg {
+    emit(Ty::B16, |dst| {
+        Op::Alu(AluOp::Convert {
+            dst_ty: Ty::B16,
+            src_ty: Ty::U32,
+            rounding: crate::ir::Rounding::Nearest,
+            dst,
+            src: Operand::Reg(w.reg()),
+        })
+    })
+}
+
+/// 2^(e-127) as f32 for a ue8m0 byte `e` (e = 0 is the subnormal 2^-127, 255 is NaN).
+#[track_caller]
+pub fn ue8m0_to_f32(e: Val<u32>) -> Val<f32> {
+    let normal = e << 23;
+    let bits = e.eq(0u32).select(0x0040_0000u32, normal);
+    e.eq(255u32).select(0x7fc0_0000u32, bits).bitcast()
+}
+
+/// 2^(e-127) as bf16 in both halves of a word (e = 0 is the subnormal 2^-127, 255 is NaN).
+#[track_caller]
+pub fn ue8m0_to_bf16x2(e: Val<u32>) -> Val<Bf16x2> {
+    ue8m0_to_bf16x2_with(e, CvtPath::current())
+}
+
+/// [`ue8m0_to_bf16x2`] on a chosen path.
+#[track_caller]
+pub fn ue8m0_to_bf16x2_with(e: Val<u32>, path: CvtPath) -> Val<Bf16x2> {
+    match path {
+        CvtPath::Native => {
+            let src = u32_to_b16(prmt(e, 0u32, 0x4400));
+            Val::from_reg(emit(Ty::B32, |dst| {
+                Op::Cvt(CvtOp::Ue8m0x2ToBf16x2 { dst, src })
+            }))
+        }
+        CvtPath::Emulated => {
+            let normal = e << 7;
+            let bits = e.eq(0u32).select(0x0040u32, normal);
+            let bits = e.eq(255u32).select(0x7fc0u32, bits);
+            prmt(bits, 0u32, 0x1010).bitcast()
+        }
+    }
+}
+
+/// bf16 bits of 2^120: multiplies a bit-shifted e4m3 back to its value.
+const BF16_TWO_POW_120: u16 = 0x7b80;
+/// bf16 bits of 2^126: multiplies a bit-shifted e2m1 back to its value.
+const BF16_TWO_POW_126: u16 = 0x7e80;
+
+/// Four e4m3 bytes (element i in byte i) to bf16, exact: elements (0, 1) and (2, 3).
+///
+/// The e4m3 sign, exponent and mantissa bits moved to their bf16 places give the same value
+/// times 2^-120 for normal and subnormal codes alike; one bf16 multiply by 2^120 restores it.
+#[track_caller]
+pub fn e4m3x4_to_bf16x4(word: Val<u32>) -> [Val<Bf16x2>; 2] {
+    let two_pow_120 = bf16x2_splat_bits(BF16_TWO_POW_120);
+    [0x1404u32, 0x3424].map(|selector| {
+        // Byte 2k to bits 15..8 and byte 2k+1 to bits 31..24, zeros elsewhere.
+        let t = prmt(word, 0u32, selector);
+        let shifted = ((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32);
+        bf16x2_mul(shifted.bitcast(), two_pow_120)
+    })
+}
+
+/// Four e4m3 bytes scaled by a bf16x2 `scale` (exact while the result stays in bf16's range).
+#[track_caller]
+pub fn e4m3x4_to_bf16x4_scaled(word: Val<u32>, scale: Val<Bf16x2>) -> [Val<Bf16x2>; 2] {
+    e4m3x4_to_bf16x4(word).map(|pair| bf16x2_mul(pair, scale))
+}
+
+/// One e4m3 byte (bits 7..0 of `byte`) as bf16 in both halves of a word, exact.
+#[track_caller]
+pub fn e4m3_to_bf16x2_splat(byte: Val<u32>) -> Val<Bf16x2> {
+    let t = prmt(byte, 0u32, 0x0404);
+    let shifted = ((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32);
+    bf16x2_mul(shifted.bitcast(), bf16x2_splat_bits(BF16_TWO_POW_120))
+}
+
+/// The two e2m1 values of byte `byte` (0..4) of `word` (low nibble first) as bf16, exact.
+#[track_caller]
+pub fn e2m1x2_to_bf16x2(word: Val<u32>, byte: u8) -> Val<Bf16x2> {
+    e2m1x2_to_bf16x2_with(word, byte, CvtPath::current())
+}
+
+/// [`e2m1x2_to_bf16x2`] on a chosen path.
+#[track_caller]
+pub fn e2m1x2_to_bf16x2_with(word: Val<u32>, byte: u8, path: CvtPath) -> Val<Bf16x2> {
+    assert!(byte < 4, "a word has bytes 0..4");
+    match path {
+        CvtPath::Native => {
+            let src = word.reg();
+            let halves = emit(Ty::B32, |dst| {
+                Op::Cvt(CvtOp::E2m1x2ToF16x2 { dst, src, byte })
+            });
+            let (lo, hi) = split_b32(Val::from_reg(halves));
+            let [lo, hi] = [lo, hi].map(|h| {
+                Val::<f32>::from_reg(emit(Ty::F32, |dst| {
+                    Op::Cvt(CvtOp::F16ToF32 { dst, src: h })
+                }))
+            });
+            f32x2_to_bf16x2(lo, hi)
+        }
+        CvtPath::Emulated => {
+            // Nibble bits (s e e m) moved to bf16's sign and lowest exponent/mantissa bits
+            // give the value times 2^-126 (subnormal e2m1 included).
+            let x = (word >> (8 * byte as u32)) & 0xffu32;
+            let lo = ((x & 0x8u32) << 12) | ((x & 0x7u32) << 6);
+            let hi = ((x & 0x80u32) << 24) | ((x & 0x70u32) << 18);
+            bf16x2_mul((lo | hi).bitcast(), bf16x2_splat_bits(BF16_TWO_POW_126))
+        }
+    }
+}
+
+/// The two b16 halves of a word (`mov.b32 {lo, hi}, w`).
+#[track_caller]
+fn split_b32(word: Val<u32>) -> (crate::ir::Reg, crate::ir::Reg) {
+    let loc = crate::ir::SourceLoc::caller();
+    crate::trace::with_builder(|b| {
+        let lo = b.new_reg(Ty::B16);
+        let hi = b.new_reg(Ty::B16);
+        b.push(
+            Op::Alu(AluOp::Unpack {
+                lo,
+                hi,
+                src: word.reg(),
+            }),
+            loc,
+        );
+        (lo, hi)
+    })
+}

@@ -1,0 +1,3 @@
+//! Blackwell (sm_100a) only: tensor memory and the tcgen05 MMA.
+
+pub mod tcgen05;

@@ -1,0 +1,3 @@
+//! Hopper (sm_90a) only: warpgroup MMA.
+
+pub mod wgmma;

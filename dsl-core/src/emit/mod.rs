@@ -1,0 +1,3 @@
+//! Back ends that turn the IR into text for an assembler.
+
+pub mod ptx;

@@ -1,0 +1,160 @@
+//! Loads and stores: parameters, global, shared (CTA and cluster), and the shared-memory base.
+
+use super::{Operand, Reg, Requirement, Ty, visit_operand};
+
+/// State space of an access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Global memory through a 64-bit address (already converted with `cvta.to.global`).
+    Global,
+    /// This CTA's shared memory through a 32-bit `shared::cta` address.
+    Shared,
+    /// Any CTA's shared memory in the cluster through a 32-bit `shared::cluster` address
+    /// (from `mapa`).
+    SharedCluster,
+}
+
+/// Cache behaviour of a global load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheHint {
+    Default,
+    /// `.nc`: the read-only (non-coherent) path; the data must not change during the kernel.
+    NonCoherent,
+}
+
+/// The width of one element of an access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessTy {
+    U8,
+    U16,
+    B32,
+    B64,
+}
+
+impl AccessTy {
+    pub fn bytes(self) -> u32 {
+        match self {
+            AccessTy::U8 => 1,
+            AccessTy::U16 => 2,
+            AccessTy::B32 => 4,
+            AccessTy::B64 => 8,
+        }
+    }
+
+    /// The register type that holds one element.
+    pub fn reg_ty(self) -> Ty {
+        match self {
+            AccessTy::U8 | AccessTy::U16 | AccessTy::B32 => Ty::U32,
+            AccessTy::B64 => Ty::U64,
+        }
+    }
+
+    pub fn ptx(self) -> &'static str {
+        match self {
+            AccessTy::U8 => "u8",
+            AccessTy::U16 => "u16",
+            AccessTy::B32 => "b32",
+            AccessTy::B64 => "b64",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum MemOp {
+    /// `ld.param`: `bytes`-wide field at byte `offset` of parameter `param`.
+    LdParam { dst: Reg, param: u32, offset: u32 },
+    /// `cvta.to.global.u64`: generic -> global address.
+    CvtaGlobal { dst: Reg, src: Reg },
+    /// `mov.u32 dst, smem`: the shared::cta address of the dynamic shared memory.
+    SmemBase { dst: Reg },
+    /// A load of `dst.len()` (1, 2 or 4) consecutive elements from `[addr + offset]`. With a
+    /// predicate, a false predicate performs no access and leaves `dst` unchanged.
+    Ld {
+        space: Space,
+        ty: AccessTy,
+        dst: Vec<Reg>,
+        addr: Operand,
+        offset: i32,
+        cache: CacheHint,
+        pred: Option<Reg>,
+    },
+    /// A store of `src.len()` (1, 2 or 4) consecutive elements.
+    St {
+        space: Space,
+        ty: AccessTy,
+        src: Vec<Operand>,
+        addr: Operand,
+        offset: i32,
+        pred: Option<Reg>,
+    },
+}
+
+impl MemOp {
+    pub(crate) fn visit_regs(&self, f: &mut dyn FnMut(Reg, bool)) {
+        match self {
+            MemOp::LdParam { dst, .. } | MemOp::SmemBase { dst } => f(*dst, true),
+            MemOp::CvtaGlobal { dst, src } => {
+                f(*src, false);
+                f(*dst, true);
+            }
+            MemOp::Ld {
+                dst, addr, pred, ..
+            } => {
+                visit_operand(addr, f);
+                if let Some(p) = pred {
+                    f(*p, false);
+                    // A predicated load may leave its destination as it was.
+                    for d in dst {
+                        f(*d, false);
+                    }
+                }
+                for d in dst {
+                    f(*d, true);
+                }
+            }
+            MemOp::St {
+                src, addr, pred, ..
+            } => {
+                visit_operand(addr, f);
+                for s in src {
+                    visit_operand(s, f);
+                }
+                if let Some(p) = pred {
+                    f(*p, false);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn requirement(&self) -> Requirement {
+        match self {
+            MemOp::Ld {
+                space: Space::SharedCluster,
+                ..
+            }
+            | MemOp::St {
+                space: Space::SharedCluster,
+                ..
+            } => Requirement::all(7, 8),
+            _ => Requirement::all(7, 0),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            MemOp::LdParam { .. } => "ld.param",
+            MemOp::CvtaGlobal { .. } => "cvta.to.global",
+            MemOp::SmemBase { .. } => "mov (smem base)",
+            MemOp::Ld { space, .. } => match space {
+                Space::Global => "ld.global",
+                Space::Shared => "ld.shared",
+                Space::SharedCluster => "ld.shared::cluster",
+            },
+            MemOp::St { space, .. } => match space {
+                Space::Global => "st.global",
+                Space::Shared => "st.shared",
+                Space::SharedCluster => "st.shared::cluster",
+            },
+        }
+    }
+}

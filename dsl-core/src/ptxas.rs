@@ -1,0 +1,166 @@
+//! Running NVIDIA's `ptxas` on emitted modules: the assembler check of every snapshot and
+//! the source of the register, spill and stack figures reported per kernel.
+//!
+//! `ptxas` is found through `$KESTREL_PTXAS`, then `$PATH`, then the location the PyPI
+//! package `nvidia-cuda-nvcc` installs it to under the active Python.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::emit::ptx::PtxModule;
+
+/// What ptxas reported for one kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxasReport {
+    pub registers: u32,
+    pub spill_stores: u32,
+    pub spill_loads: u32,
+    pub stack_frame: u32,
+    /// The full `-v` output.
+    pub log: String,
+}
+
+/// Why assembling failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PtxasError {
+    #[error(
+        "ptxas was not found: install it with `pip install nvidia-cuda-nvcc`, put it on PATH, \
+         or point KESTREL_PTXAS at it"
+    )]
+    NotFound,
+    #[error("could not run ptxas at {path}: {source}")]
+    Run {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("ptxas rejected `{kernel}` for {target}:\n{log}")]
+    Rejected {
+        kernel: String,
+        target: crate::Target,
+        log: String,
+    },
+    #[error("could not read ptxas's report for `{kernel}`:\n{log}")]
+    Unparsed { kernel: String, log: String },
+}
+
+/// The ptxas executable to use, if there is one.
+pub fn find() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KESTREL_PTXAS") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join("ptxas");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    python_package_ptxas()
+}
+
+/// `ptxas` from the `nvidia-cuda-nvcc` wheel (`site-packages/nvidia/cu13/bin/ptxas` or the
+/// older `nvidia/cuda_nvcc/bin/ptxas`).
+fn python_package_ptxas() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .ok()?;
+    let site = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    ["nvidia/cu13/bin/ptxas", "nvidia/cuda_nvcc/bin/ptxas"]
+        .iter()
+        .map(|rel| site.join(rel))
+        .find(|p| p.is_file())
+}
+
+/// Assembles `module` for its own target with `-v` and returns the resource report.
+pub fn assemble(module: &PtxModule) -> Result<PtxasReport, PtxasError> {
+    let ptxas = find().ok_or(PtxasError::NotFound)?;
+    assemble_with(&ptxas, module)
+}
+
+/// Like [`assemble`] with an explicit ptxas.
+pub fn assemble_with(ptxas: &Path, module: &PtxModule) -> Result<PtxasReport, PtxasError> {
+    let dir =
+        std::env::temp_dir().join(format!("kestrel-ptxas-{}-{}", std::process::id(), unique()));
+    std::fs::create_dir_all(&dir).map_err(|source| PtxasError::Run {
+        path: dir.clone(),
+        source,
+    })?;
+    let src = dir.join(format!("{}.ptx", module.kernel));
+    let obj = dir.join(format!("{}.cubin", module.kernel));
+    std::fs::write(&src, &module.text).map_err(|source| PtxasError::Run {
+        path: src.clone(),
+        source,
+    })?;
+    let output = Command::new(ptxas)
+        .arg(format!("-arch={}", module.target.sm_name()))
+        .arg("-v")
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .map_err(|source| PtxasError::Run {
+            path: ptxas.to_path_buf(),
+            source,
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = output?;
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if !output.status.success() {
+        return Err(PtxasError::Rejected {
+            kernel: module.kernel.clone(),
+            target: module.target,
+            log,
+        });
+    }
+    parse_report(&log).ok_or_else(|| PtxasError::Unparsed {
+        kernel: module.kernel.clone(),
+        log,
+    })
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Reads `Used N registers` and `S bytes stack frame, A bytes spill stores, B bytes spill
+/// loads` out of a `ptxas -v` log.
+pub fn parse_report(log: &str) -> Option<PtxasReport> {
+    let number_before = |line: &str, word: &str| -> Option<u32> {
+        let at = line.find(word)?;
+        line[..at].split_whitespace().last()?.parse().ok()
+    };
+    let mut registers = None;
+    let mut frame = None;
+    for line in log.lines() {
+        if line.contains("Used") && line.contains("registers") {
+            registers = number_before(line, "registers");
+        }
+        if line.contains("stack frame") {
+            frame = Some((
+                number_before(line, "bytes stack frame")?,
+                number_before(line, "bytes spill stores")?,
+                number_before(line, "bytes spill loads")?,
+            ));
+        }
+    }
+    let (stack_frame, spill_stores, spill_loads) = frame?;
+    Some(PtxasReport {
+        registers: registers?,
+        spill_stores,
+        spill_loads,
+        stack_frame,
+        log: log.to_string(),
+    })
+}

@@ -1,0 +1,168 @@
+//! Kernel parameters: scalars and tensors with dynamic extents and strides.
+
+use std::marker::PhantomData;
+
+use super::builder::EntryValue;
+use super::val::{Literal, Val};
+use super::with_builder;
+use crate::arch::memory::Gmem;
+use crate::ir::{ElemTy, MemOp, Op, ParamKind, SourceLoc, Ty, tensor_param};
+
+/// A type a `#[kernel]` function can take as a runtime parameter.
+pub trait KernelParam: Sized {
+    /// Declares the parameter `name` in the kernel being traced and returns its handle.
+    fn declare(name: &str) -> Self;
+}
+
+impl<T: Literal> KernelParam for Val<T> {
+    #[track_caller]
+    fn declare(name: &str) -> Self {
+        let loc = SourceLoc::caller();
+        let reg = with_builder(|b| {
+            let index = b.declare_param(name, ParamKind::Scalar(T::TY));
+            b.entry_value(
+                EntryValue::Param { index, offset: 0 },
+                T::TY,
+                loc,
+                |_, dst| {
+                    vec![Op::Mem(MemOp::LdParam {
+                        dst,
+                        param: index,
+                        offset: 0,
+                    })]
+                },
+            )
+        });
+        Val::from_reg(reg)
+    }
+}
+
+/// The element type of a tensor in global memory.
+pub trait Element: 'static {
+    const ELEM: ElemTy;
+}
+
+/// An OCP e4m3 (FP8 E4M3FN) byte.
+#[derive(Clone, Copy, Debug)]
+pub struct E4m3;
+
+impl Element for u8 {
+    const ELEM: ElemTy = ElemTy::U8;
+}
+impl Element for i32 {
+    const ELEM: ElemTy = ElemTy::I32;
+}
+impl Element for i64 {
+    const ELEM: ElemTy = ElemTy::I64;
+}
+impl Element for u32 {
+    const ELEM: ElemTy = ElemTy::U32;
+}
+impl Element for f32 {
+    const ELEM: ElemTy = ElemTy::F32;
+}
+impl Element for half::bf16 {
+    const ELEM: ElemTy = ElemTy::Bf16;
+}
+impl Element for E4m3 {
+    const ELEM: ElemTy = ElemTy::E4m3;
+}
+
+/// A rank-`R` tensor of `E` in global memory: a device address with `R` extents and `R`
+/// strides (in elements), all known only at run time.
+pub struct Tensor<E: Element, const R: usize> {
+    index: u32,
+    _elem: PhantomData<E>,
+}
+
+impl<E: Element, const R: usize> Clone for Tensor<E, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E: Element, const R: usize> Copy for Tensor<E, R> {}
+
+impl<E: Element, const R: usize> KernelParam for Tensor<E, R> {
+    fn declare(name: &str) -> Self {
+        let index = with_builder(|b| {
+            b.declare_param(
+                name,
+                ParamKind::Tensor {
+                    elem: E::ELEM,
+                    rank: R as u8,
+                },
+            )
+        });
+        Tensor {
+            index,
+            _elem: PhantomData,
+        }
+    }
+}
+
+impl<E: Element, const R: usize> Tensor<E, R> {
+    #[track_caller]
+    fn field(&self, offset: u32) -> Val<i64> {
+        let loc = SourceLoc::caller();
+        let index = self.index;
+        Val::from_reg(with_builder(|b| {
+            b.entry_value(
+                EntryValue::Param { index, offset },
+                Ty::S64,
+                loc,
+                |_, dst| {
+                    vec![Op::Mem(MemOp::LdParam {
+                        dst,
+                        param: index,
+                        offset,
+                    })]
+                },
+            )
+        }))
+    }
+
+    /// Extent of dimension `dim`.
+    #[track_caller]
+    pub fn extent(&self, dim: usize) -> Val<i64> {
+        assert!(dim < R, "dimension {dim} of a rank-{R} tensor");
+        self.field(tensor_param::extent(dim))
+    }
+
+    /// Stride of dimension `dim`, in elements.
+    #[track_caller]
+    pub fn stride(&self, dim: usize) -> Val<i64> {
+        assert!(dim < R, "dimension {dim} of a rank-{R} tensor");
+        self.field(tensor_param::stride(R, dim))
+    }
+
+    /// The global address of element 0.
+    #[track_caller]
+    pub fn base(&self) -> Gmem {
+        let loc = SourceLoc::caller();
+        let index = self.index;
+        let reg = with_builder(|b| {
+            b.entry_value(
+                EntryValue::GlobalAddress { index },
+                Ty::U64,
+                loc,
+                |b, dst| {
+                    let generic = b.new_reg(Ty::U64);
+                    vec![
+                        Op::Mem(MemOp::LdParam {
+                            dst: generic,
+                            param: index,
+                            offset: tensor_param::PTR,
+                        }),
+                        Op::Mem(MemOp::CvtaGlobal { dst, src: generic }),
+                    ]
+                },
+            )
+        });
+        Gmem::new(Val::from_reg(reg), 0)
+    }
+
+    /// Bytes of one element.
+    pub fn elem_bytes(&self) -> i64 {
+        E::ELEM.bytes() as i64
+    }
+}
