@@ -665,3 +665,27 @@ impl StaticCond for bool {
         self
     }
 }
+
+/// The iterable of a `for` loop that `#[kernel]` keeps as a plain Rust loop (its body has a
+/// `break`, `continue`, `return`, `?` or a label): only a compile-time iterator can be one.
+pub fn static_iter<I: StaticIter>(iter: I) -> I::IntoIter {
+    iter.into_static_iter()
+}
+
+/// A compile-time iterable; see [`static_iter`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot drive a `for` loop that contains `break`, `continue`, `return`, `?` or a label",
+    label = "a runtime range",
+    note = "a runtime loop cannot be left early: loop over the whole range and skip work with a runtime `if`"
+)]
+pub trait StaticIter {
+    type IntoIter: Iterator;
+    fn into_static_iter(self) -> Self::IntoIter;
+}
+
+impl<I: IntoIterator> StaticIter for I {
+    type IntoIter = I::IntoIter;
+    fn into_static_iter(self) -> I::IntoIter {
+        self.into_iter()
+    }
+}

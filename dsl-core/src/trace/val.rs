@@ -144,9 +144,21 @@ pub(crate) fn emit_effect(op: Op) {
     with_builder(|b| b.push(op, loc));
 }
 
-/// A binary op with a new destination register.
+/// A binary op with a new destination register; an integer op with an identity immediate
+/// (`x + 0`, `x * 1`, `x << 0`, ..) folds to `x` at trace time.
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, ty: Ty, a: Operand, b: Operand) -> Reg {
+    if let (Operand::Reg(x), Operand::Imm(imm)) = (a, b) {
+        let identity = match op {
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Or | BinaryOp::Xor => Some(0),
+            BinaryOp::Shl | BinaryOp::Shr => Some(0),
+            BinaryOp::Mul | BinaryOp::Div => Some(1),
+            _ => None,
+        };
+        if !ty.is_float() && ty != Ty::Pred && identity == Some(imm) {
+            return x;
+        }
+    }
     emit(ty, |dst| Op::Alu(AluOp::Binary { op, ty, dst, a, b }))
 }
 
