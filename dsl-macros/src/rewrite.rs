@@ -26,18 +26,24 @@ impl Rewriter {
         }
     }
 
-    fn control(&self) -> TokenStream {
+    /// The path of the control-flow module, spanned where a type error should point.
+    fn control_at(&self, span: Span) -> TokenStream {
         let k = &self.krate;
-        quote!(#k::trace::control)
+        let mut path = quote_spanned!(span=> #k::trace::control);
+        path = path
+            .into_iter()
+            .map(|mut t| {
+                t.set_span(span);
+                t
+            })
+            .collect();
+        path
     }
 }
 
 /// `(a, b,)` and `&["a", "b"]` for a list of carried variables.
-fn carried(names: &[String]) -> (TokenStream, TokenStream, TokenStream) {
-    let idents: Vec<Ident> = names
-        .iter()
-        .map(|n| Ident::new(n, Span::call_site()))
-        .collect();
+fn carried(names: &[String], span: Span) -> (TokenStream, TokenStream, TokenStream) {
+    let idents: Vec<Ident> = names.iter().map(|n| Ident::new(n, span)).collect();
     let tuple = quote!((#(#idents,)*));
     let mut_tuple = quote!((#(mut #idents,)*));
     let strs = quote!(&[#(#names),*]);
@@ -65,7 +71,6 @@ impl Rewriter {
             parts.push(Part::Expr(e));
         }
         let fx = effects(&parts, &[]);
-        let control = self.control();
         let cond = &i.cond;
         let then_branch = &i.then_branch;
         let else_branch = i
@@ -75,16 +80,18 @@ impl Rewriter {
             .unwrap_or_else(|| quote!({}));
         let span = i.if_token.span();
         if fx.escapes || fx.assigns_through_deref {
+            let at_cond = self.control_at(cond.span());
             return Some(syn::parse_quote_spanned! {span=>
-                if #control::StaticCond::value(#cond) #then_branch else #else_branch
+                if #at_cond::StaticCond::value(#cond) #then_branch else #else_branch
             });
         }
-        let (tuple, mut_tuple, names) = carried(&fx.assigned);
+        let (tuple, mut_tuple, names) = carried(&fx.assigned, span);
         let loc = self.loc(span);
         let assign_back = assign_back(&fx, &tuple);
+        let at_if = self.control_at(span);
         Some(syn::parse_quote_spanned! {span=>
             {
-                let (__dsl_state, __dsl_value) = #control::branch(
+                let (__dsl_state, __dsl_value) = #at_if::branch(
                     #cond,
                     #tuple,
                     #names,
@@ -105,22 +112,23 @@ impl Rewriter {
             return None;
         }
         let fx = effects(&[Part::Expr(&w.cond), Part::Block(&w.body)], &[]);
-        let control = self.control();
         let cond = &w.cond;
         let body = &w.body;
         let span = w.while_token.span();
         if fx.escapes || fx.assigns_through_deref || w.label.is_some() {
             let label = &w.label;
+            let at_cond = self.control_at(cond.span());
             return Some(syn::parse_quote_spanned! {span=>
-                #label while #control::StaticCond::value(#cond) #body
+                #label while #at_cond::StaticCond::value(#cond) #body
             });
         }
-        let (tuple, mut_tuple, names) = carried(&fx.assigned);
+        let (tuple, mut_tuple, names) = carried(&fx.assigned, span);
         let loc = self.loc(span);
         let assign_back = assign_back(&fx, &tuple);
+        let at_while = self.control_at(span);
         Some(syn::parse_quote_spanned! {span=>
             {
-                let __dsl_state = #control::while_loop(
+                let __dsl_state = #at_while::while_loop(
                     #tuple,
                     #names,
                     #loc,
@@ -142,23 +150,27 @@ impl Rewriter {
     fn rewrite_for(&self, f: &ExprForLoop) -> Option<Expr> {
         let bound = pattern_names(&f.pat);
         let fx = effects(&[Part::Block(&f.body)], &bound);
-        let control = self.control();
         let pat = &f.pat;
         let iter = &f.expr;
         let body = &f.body;
         let span = f.for_token.span();
         if fx.escapes || fx.assigns_through_deref || f.label.is_some() {
             let label = &f.label;
+            let at_iter = self.control_at(iter.span());
             return Some(syn::parse_quote_spanned! {span=>
-                #label for #pat in #control::static_iter(#iter) #body
+                {
+                    let __dsl_iter = #at_iter::static_iter(#iter);
+                    #label for #pat in __dsl_iter #body
+                }
             });
         }
-        let (tuple, mut_tuple, names) = carried(&fx.assigned);
+        let (tuple, mut_tuple, names) = carried(&fx.assigned, span);
         let loc = self.loc(span);
         let assign_back = assign_back(&fx, &tuple);
+        let at_for = self.control_at(span);
         Some(syn::parse_quote_spanned! {span=>
             {
-                let __dsl_state = #control::for_loop(
+                let __dsl_state = #at_for::for_loop(
                     #iter,
                     #tuple,
                     #names,
@@ -174,9 +186,9 @@ impl Rewriter {
     }
 
     fn rewrite_binary(&self, b: &syn::ExprBinary) -> Option<Expr> {
-        let control = self.control();
         let (l, r) = (&b.left, &b.right);
         let span = b.op.span();
+        let control = self.control_at(span);
         let call = |method: &str, trait_name: &str| -> Expr {
             let m = Ident::new(method, span);
             let t = Ident::new(trait_name, span);

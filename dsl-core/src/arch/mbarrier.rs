@@ -11,21 +11,32 @@ use super::memory::{Address, Dsmem, Smem};
 #[derive(Clone, Copy, Debug)]
 pub struct Mbarrier {
     addr: Smem,
+    /// The address in one register, computed once where the handle is made.
+    reg: crate::trace::Val<u32>,
 }
 
 impl Mbarrier {
-    /// The mbarrier at `addr` (8-byte aligned).
+    /// The mbarrier at `addr` (8-byte aligned). Make the handle where every use can see it
+    /// (typically at the top of the kernel): its address register is computed here.
+    #[track_caller]
     pub fn at(addr: Smem) -> Self {
-        Mbarrier { addr }
+        Mbarrier {
+            addr,
+            reg: addr.value(),
+        }
     }
 
     pub fn addr(self) -> Smem {
         self.addr
     }
 
+    /// The address in one register.
+    pub fn addr_reg(self) -> crate::trace::Val<u32> {
+        self.reg
+    }
+
     fn operand(self) -> crate::ir::Operand {
-        // The op takes a single address register: fold the trace-time offset in.
-        crate::ir::Operand::Reg(self.addr.value().reg())
+        crate::ir::Operand::Reg(self.reg.reg())
     }
 
     /// `mbarrier.init`: `count` arrivals complete a phase. Run by one thread, then

@@ -11,24 +11,34 @@ pub fn thread_idx_x() -> Val<u32> {
     entry_special(SpecialReg::TidX)
 }
 
-/// `%ctaid.x`, `%ctaid.y`, `%ctaid.z`.
+/// `%ctaid.x`.
 #[track_caller]
-pub fn block_idx() -> [Val<u32>; 3] {
-    [
-        entry_special(SpecialReg::CtaidX),
-        entry_special(SpecialReg::CtaidY),
-        entry_special(SpecialReg::CtaidZ),
-    ]
+pub fn block_idx_x() -> Val<u32> {
+    entry_special(SpecialReg::CtaidX)
 }
 
-/// `%nctaid.x`, `%nctaid.y`, `%nctaid.z`.
+/// `%ctaid.y`.
 #[track_caller]
-pub fn grid_dim() -> [Val<u32>; 3] {
-    [
-        entry_special(SpecialReg::NctaidX),
-        entry_special(SpecialReg::NctaidY),
-        entry_special(SpecialReg::NctaidZ),
-    ]
+pub fn block_idx_y() -> Val<u32> {
+    entry_special(SpecialReg::CtaidY)
+}
+
+/// `%ctaid.z`.
+#[track_caller]
+pub fn block_idx_z() -> Val<u32> {
+    entry_special(SpecialReg::CtaidZ)
+}
+
+/// `%nctaid.x`.
+#[track_caller]
+pub fn grid_dim_x() -> Val<u32> {
+    entry_special(SpecialReg::NctaidX)
+}
+
+/// `%nctaid.y`.
+#[track_caller]
+pub fn grid_dim_y() -> Val<u32> {
+    entry_special(SpecialReg::NctaidY)
 }
 
 /// `%laneid`.

@@ -15,6 +15,10 @@ use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc};
 
 /// A value that can flow out of a runtime branch or around a runtime loop: its runtime
 /// part is a list of registers, the rest must stay the same at trace time.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is assigned inside an `if`, `while` or `for` body, which may be a runtime branch or loop, but it does not implement `Carry`",
+    note = "derive `Carry` for a struct of DSL values, use `static_carry!` for a compile-time-only type, or move the assignment out of the body"
+)]
 pub trait Carry: Clone {
     /// Appends the registers of the runtime part, in a fixed order.
     fn regs(&self, out: &mut Vec<Reg>);
@@ -244,10 +248,15 @@ pub fn branch<C: Cond, S: Carry, R: Carry>(
         return arms(cond.static_value().expect("a static condition"), state);
     };
     with_builder(|b| b.begin_if(pred.reg(), loc));
+    let before = state.clone();
     let (s_then, r_then) = arms(true, state.clone());
     with_builder(|b| b.begin_else());
     let (s_else, r_else) = arms(false, state);
-    check_static(&s_then, &s_else, names, loc, "if");
+    if before.static_diff(&s_then).is_some() {
+        check_static(&before, &s_then, names, loc, "if");
+    } else {
+        check_static(&before, &s_else, names, loc, "if");
+    }
     check_static(
         &(r_then.clone(),),
         &(r_else.clone(),),
@@ -683,6 +692,7 @@ pub trait StaticIter {
     fn into_static_iter(self) -> Self::IntoIter;
 }
 
+#[diagnostic::do_not_recommend]
 impl<I: IntoIterator> StaticIter for I {
     type IntoIter = I::IntoIter;
     fn into_static_iter(self) -> I::IntoIter {

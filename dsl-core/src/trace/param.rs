@@ -9,6 +9,11 @@ use crate::arch::memory::Gmem;
 use crate::ir::{ElemTy, MemOp, Op, ParamKind, SourceLoc, Ty, tensor_param};
 
 /// A type a `#[kernel]` function can take as a runtime parameter.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a runtime kernel parameter",
+    label = "not a kernel parameter type",
+    note = "runtime parameters are `Val<T>` scalars or `Tensor<E, R>` device arrays; mark compile-time arguments `#[comptime]`"
+)]
 pub trait KernelParam: Sized {
     /// Declares the parameter `name` in the kernel being traced and returns its handle.
     fn declare(name: &str) -> Self;
@@ -19,6 +24,12 @@ impl<T: Literal> KernelParam for Val<T> {
     fn declare(name: &str) -> Self {
         let loc = SourceLoc::caller();
         let reg = with_builder(|b| {
+            if T::TY == Ty::Pred {
+                b.error(
+                    format!("kernel parameter `{name}`: PTX has no predicate parameters; pass a Val<u32>"),
+                    loc,
+                );
+            }
             let index = b.declare_param(name, ParamKind::Scalar(T::TY));
             b.entry_value(
                 EntryValue::Param { index, offset: 0 },

@@ -131,7 +131,7 @@ pub fn mma_f16(
 /// `tcgen05.commit`: one arrive on `mbar` once this thread's earlier MMAs complete.
 #[track_caller]
 pub fn commit(mbar: Mbarrier) {
-    let mbar = Operand::Reg(mbar.addr().value().reg());
+    let mbar = Operand::Reg(mbar.addr_reg().reg());
     emit_effect(Op::Tcgen05(Tcgen05Op::Commit { mbar }));
 }
 

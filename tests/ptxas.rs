@@ -1,0 +1,94 @@
+//! Assembles every PTX snapshot under `tests/snapshots/` with `ptxas` for its own target
+//! and reports registers, spills and stack per kernel.
+//!
+//! Without ptxas the test prints a skip line, unless `KESTREL_REQUIRE_PTXAS=1` (set by the
+//! README's test command and CI), which makes a missing ptxas a failure.
+
+use std::path::Path;
+
+use dsl_core::Target;
+use dsl_core::emit::ptx::PtxModule;
+use dsl_core::ptxas;
+
+/// Registers a thread may use at one CTA of 512 threads per SM (65536 / 512).
+const MAX_REGISTERS: u32 = 128;
+
+fn snapshot_ptx(text: &str) -> &str {
+    // insta files: a `---` delimited header, then the snapshot body.
+    let mut parts = text.splitn(3, "---\n");
+    parts.next();
+    parts.next();
+    parts.next().unwrap_or("")
+}
+
+fn target_of(name: &str) -> Option<Target> {
+    if name.contains("sm100a") {
+        Some(Target::Sm100a)
+    } else if name.contains("sm90a") {
+        Some(Target::Sm90a)
+    } else {
+        None
+    }
+}
+
+#[test]
+fn every_snapshot_assembles() {
+    let Some(ptxas_path) = ptxas::find() else {
+        if std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() == Ok("1") {
+            panic!(
+                "ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found: \
+                 pip install nvidia-cuda-nvcc, or set KESTREL_PTXAS"
+            );
+        }
+        eprintln!("SKIPPED ptxas check: ptxas not found (pip install nvidia-cuda-nvcc)");
+        return;
+    };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/snapshots exists")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "snap"))
+        .collect();
+    entries.sort();
+    let mut failures = Vec::new();
+    let mut assembled = 0;
+    println!(
+        "{:<70} {:>5} {:>7} {:>6}",
+        "snapshot", "regs", "spills", "stack"
+    );
+    for path in entries {
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let ptx = snapshot_ptx(&text);
+        if !ptx.contains(".entry") {
+            continue;
+        }
+        let target = target_of(&name).unwrap_or_else(|| panic!("{name}: no target in the name"));
+        let module = PtxModule {
+            kernel: name.clone(),
+            target,
+            text: ptx.to_string(),
+        };
+        match ptxas::assemble_with(&ptxas_path, &module) {
+            Ok(r) => {
+                assembled += 1;
+                println!(
+                    "{name:<70} {:>5} {:>7} {:>6}",
+                    r.registers,
+                    r.spill_stores + r.spill_loads,
+                    r.stack_frame
+                );
+                if r.spill_stores + r.spill_loads > 0 || r.registers > MAX_REGISTERS {
+                    failures.push(format!(
+                        "{name}: {} registers, {} bytes spilled (limit {MAX_REGISTERS} registers, no spills)",
+                        r.registers,
+                        r.spill_stores + r.spill_loads
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(assembled > 0, "no PTX snapshots found in {}", dir.display());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
