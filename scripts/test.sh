@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The project's test command (README "Run the tests"; CI runs exactly this).
+#
+# Installs ptxas from the PyPI package nvidia-cuda-nvcc into target/tools when none is
+# found, then checks formatting and lints and runs every test. Snapshots must match (no
+# new snapshot is written) and every PTX snapshot must assemble: a missing ptxas fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_ptxas() {
+    if [ -n "${KESTREL_PTXAS:-}" ] && [ -x "$KESTREL_PTXAS" ]; then echo "$KESTREL_PTXAS"; return; fi
+    if command -v ptxas >/dev/null 2>&1; then command -v ptxas; return; fi
+    find target/tools/py -name ptxas -type f 2>/dev/null | head -n 1 || true
+}
+
+PTXAS="$(find_ptxas)"
+if [ -z "$PTXAS" ]; then
+    echo "ptxas not found: installing nvidia-cuda-nvcc into target/tools/py" >&2
+    mkdir -p target/tools
+    python3 -m venv target/tools/py
+    target/tools/py/bin/pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
+    PTXAS="$(find_ptxas)"
+fi
+[ -n "$PTXAS" ] || { echo "error: could not install ptxas (pip install nvidia-cuda-nvcc)" >&2; exit 1; }
+export KESTREL_PTXAS="$(realpath "$PTXAS")"
+export KESTREL_REQUIRE_PTXAS=1
+export INSTA_UPDATE=no
+echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1)"
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace "$@"
