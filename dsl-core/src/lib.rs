@@ -1,5 +1,6 @@
 //! The core of the kestrel DSL.
 
+pub mod layout;
 pub mod target;
 
 pub use target::Target;
