@@ -112,13 +112,10 @@ impl<D: DynInt> Layout<D> {
 
     /// The same layout over [`StaticOnly`], for the algebra; fails on a runtime entry.
     pub fn to_static(&self) -> Result<Layout, LayoutError> {
-        let convert = || -> Result<Layout, LayoutError> {
-            Ok(Layout {
-                shape: self.shape.to_static()?,
-                stride: self.stride.to_static()?,
-            })
-        };
-        convert().map_err(|e| e.context(format!("layout {self} is not static")))
+        match (self.shape.to_static(), self.stride.to_static()) {
+            (Ok(shape), Ok(stride)) => Ok(Layout { shape, stride }),
+            (Err(e), _) | (_, Err(e)) => Err(e.context(format!("layout {self} is not static"))),
+        }
     }
 
     /// The offset of `coord`, which may mix static integers and runtime values.
@@ -212,7 +209,9 @@ fn accumulate_index<D: DynInt, C: DynInt + From<D>>(
     }
     match (shape, stride) {
         (IntTuple::Leaf(_), IntTuple::Leaf(d)) => {
-            acc.add_int(index * d.clone().lift::<C>() * scale);
+            // Scale the stride first: a static stride folds to one constant multiplier.
+            let step = d.clone().lift::<C>() * scale;
+            acc.add_int(index * step);
             Ok(())
         }
         (IntTuple::Tuple(shapes), IntTuple::Tuple(strides)) => {
@@ -291,7 +290,7 @@ impl Layout {
             .leaves()
             .iter()
             .zip(self.stride.leaves())
-            .map(|(s, d)| (s.as_static().unwrap_or(1) - 1) * d.as_static().unwrap_or(0))
+            .map(|(s, d)| (s.value() - 1) * d.value())
             .sum();
         last + 1
     }
@@ -313,12 +312,12 @@ impl Layout {
             IntTuple::Leaf(_) => IntTuple::from(coord[0]),
             IntTuple::Tuple(_) => IntTuple::of(coord),
         };
-        static_value(self.offset::<StaticOnly>(&coord)?)
+        Ok(self.offset::<StaticOnly>(&coord)?.value())
     }
 
     /// `offset(index)` for a flat 1-D index over the whole layout.
     pub fn offset_of_index(&self, index: i64) -> Result<i64, LayoutError> {
-        static_value(self.offset::<StaticOnly>(&IntTuple::from(index))?)
+        Ok(self.offset::<StaticOnly>(&IntTuple::from(index))?.value())
     }
 
     /// (extent, stride) of every leaf.
@@ -327,7 +326,7 @@ impl Layout {
             .leaves()
             .iter()
             .zip(self.stride.leaves())
-            .map(|(s, d)| (static_of(s), static_of(d)))
+            .map(|(s, d)| (s.value(), d.value()))
             .collect()
     }
 
@@ -354,10 +353,16 @@ impl Layout {
     /// skips `r` elements of `self` and takes `n`. That needs every extent crossed to divide
     /// or be divided by what is left of `r` and `n`; anything else is a `NotDivisible` error
     /// rather than a guess. The last mode of `self` extends without bound, as in CuTe.
+    ///
+    /// Composing mode by mode relies on the modes of `other` never adding up across a mode
+    /// boundary of `self`. That holds when the modes of `other` with non-zero stride, sorted
+    /// by stride, each start past the span of the ones before (as for a tiler and its
+    /// complement); an `other` whose modes overlap or interleave is refused as `NotDivisible`.
     pub fn composition(&self, other: &Layout) -> Result<Layout, LayoutError> {
+        let context = || format!("composition {self} o {other}");
+        check_modes_do_not_interleave(other).map_err(|e| e.context(context()))?;
         let lhs = self.coalesce().modes();
-        compose_with(&lhs, &other.shape, &other.stride)
-            .map_err(|e| e.context(format!("composition {self} o {other}")))
+        compose_with(&lhs, &other.shape, &other.stride).map_err(|e| e.context(context()))
     }
 
     /// The layout that fills the offsets `self` leaves out, up to `cotarget`: sorted by
@@ -481,12 +486,31 @@ impl Layout {
     }
 }
 
-fn static_of(v: &Int) -> i64 {
-    v.as_static().expect("StaticOnly integers are static")
-}
-
-fn static_value(v: Int) -> Result<i64, LayoutError> {
-    Ok(static_of(&v))
+/// Refuses a right-hand side whose non-broadcast modes, sorted by stride, overlap or
+/// interleave (a stride below the span of the modes under it): only without that do the
+/// modes' contributions add up without carries across the left-hand side's modes.
+fn check_modes_do_not_interleave(layout: &Layout) -> Result<(), LayoutError> {
+    let mut modes: Vec<(i64, i64)> = layout
+        .modes()
+        .into_iter()
+        .filter(|&(s, d)| s > 1 && d != 0)
+        .collect();
+    modes.sort_by_key(|&(s, d)| (d, s));
+    let mut span = 1;
+    for (s, d) in modes {
+        if d < span {
+            return err(
+                LayoutErrorKind::NotDivisible,
+                format!(
+                    "the right-hand layout {layout} has modes that overlap or interleave (stride \
+                     {d} lies inside the span {span} of the smaller-stride modes), so composing \
+                     mode by mode would not compose the functions"
+                ),
+            );
+        }
+        span = d * s;
+    }
+    Ok(())
 }
 
 /// A layout from flat (extent, stride) modes: one integer mode, a tuple, or `1:0` if empty.
@@ -673,7 +697,10 @@ mod tests {
 
         let e = l.offset_at(&[128, 0]).unwrap_err();
         assert_eq!(e.kind(), LayoutErrorKind::OutOfRange);
-        assert!(e.message().contains("index 128 is outside the mode (8,16)"), "{e}");
+        assert!(
+            e.message().contains("index 128 is outside the mode (8,16)"),
+            "{e}"
+        );
         let e = l.offset(&"(1,2,3)".parse().unwrap()).unwrap_err();
         assert_eq!(e.kind(), LayoutErrorKind::Incongruent);
     }
@@ -745,7 +772,11 @@ mod tests {
             ("(4,6):(1,4)", 24, "1:0"),
             ("64:1", 512, "8:64"),
         ] {
-            assert_eq!(layout(a).complement(cotarget).unwrap().to_string(), want, "{a}");
+            assert_eq!(
+                layout(a).complement(cotarget).unwrap().to_string(),
+                want,
+                "{a}"
+            );
         }
         let e = layout("(2,2):(1,1)").complement(8).unwrap_err();
         assert_eq!(e.kind(), LayoutErrorKind::NotDivisible);

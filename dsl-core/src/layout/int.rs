@@ -129,6 +129,16 @@ impl<D: DynInt> Int<D> {
     }
 }
 
+impl Int<StaticOnly> {
+    /// The value; an integer without a dynamic type is always static.
+    pub fn value(&self) -> i64 {
+        match self {
+            Int::Static(v) => *v,
+            Int::Dynamic(never) => match *never {},
+        }
+    }
+}
+
 impl<D: DynInt> Add for Int<D> {
     type Output = Int<D>;
     fn add(self, other: Int<D>) -> Int<D> {

@@ -136,17 +136,14 @@ impl IntTuple {
     /// The static value of an integer leaf.
     pub(crate) fn leaf_value(&self) -> Option<i64> {
         match self {
-            IntTuple::Leaf(v) => v.as_static(),
+            IntTuple::Leaf(v) => Some(v.value()),
             IntTuple::Tuple(_) => None,
         }
     }
 
     /// The product of a static tuple.
     pub(crate) fn static_product(&self) -> i64 {
-        self.leaves()
-            .iter()
-            .map(|v| v.as_static().expect("StaticOnly integers are static"))
-            .product()
+        self.leaves().iter().map(|v| v.value()).product()
     }
 }
 
