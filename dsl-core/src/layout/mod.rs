@@ -15,18 +15,68 @@
 //! - a [`ComposedLayout`] is `swizzle ∘ (+offset bytes) ∘ (layout × element bytes)`: its
 //!   byte offsets are relative to an address aligned to the swizzle pattern (1024 B for
 //!   SW128), which is where the runtime tile base must sit.
+//!
+//! On top of that: [`canonical`] builds and recognises the PTX canonical operand layouts
+//! (K-major / MN-major, SW128 / SW64 / SW32 / interleave), [`UmmaSmemDesc`] and
+//! [`GmmaSmemDesc`] derive the sm_100 / sm_90 shared-memory descriptors from such a layout
+//! and decode descriptor bits back into the layout the hardware reads, [`UmmaInstrDesc`] and
+//! [`WgmmaInstr`] describe the MMA instructions.
+//!
+//! ```
+//! use dsl_core::layout::{canonical, Int, IntTuple, Major, Swizzle, UmmaSmemDesc};
+//! # use dsl_core::layout::{DynInt, StaticOnly};
+//! # /// Stands in for the DSL's register values.
+//! # #[derive(Clone, Debug)] struct Reg(String);
+//! # impl From<StaticOnly> for Reg { fn from(n: StaticOnly) -> Reg { match n {} } }
+//! # impl DynInt for Reg {
+//! #     fn add(self, o: Reg) -> Reg { Reg(format!("({} + {})", self.0, o.0)) }
+//! #     fn mul(self, o: Reg) -> Reg { Reg(format!("({} * {})", self.0, o.0)) }
+//! #     fn add_const(self, c: i64) -> Reg { Reg(format!("({} + {c})", self.0)) }
+//! #     fn mul_const(self, c: i64) -> Reg { Reg(format!("({} * {c})", self.0)) }
+//! #     fn div_const(self, c: i64) -> Reg { Reg(format!("({} / {c})", self.0)) }
+//! #     fn rem_const(self, c: i64) -> Reg { Reg(format!("({} % {c})", self.0)) }
+//! #     fn shr_const(self, b: u32) -> Reg { Reg(format!("({} >> {b})", self.0)) }
+//! #     fn and_const(self, m: i64) -> Reg { Reg(format!("({} & {m})", self.0)) }
+//! #     fn xor(self, o: Reg) -> Reg { Reg(format!("({} ^ {})", self.0, o.0)) }
+//! # }
+//! # let r = Reg("r".into());
+//! // The seed's KV tile: bf16 [128, 512], K-major, 128-byte swizzle.
+//! let kv = canonical::k_major(Swizzle::B128, 128, 512, 2)?;
+//! assert_eq!(kv.to_string(), "Sw<3,4,3> o smem_ptr[16b](+0) o ((8,16),(64,8)):((64,512),(1,8192))");
+//! // Byte offset of (r, 70) with r a runtime value: only r's arithmetic and the XOR remain.
+//! let byte = kv.byte_offset(&IntTuple::tuple([Int::Dynamic(r).into(), IntTuple::from(70)]))?;
+//! // The tcgen05 descriptor, derived from the layout; K-step 5 (k = 80) moves the start only.
+//! let op = canonical::recognise(&kv)?;
+//! let step5 = UmmaSmemDesc::for_operand(&op)?.with_start_address(op.k_step_start(5)?)?;
+//! assert_eq!(step5.start_address(), 16384 + 32);
+//! // The interpreter decodes real bits back into the layout the hardware reads.
+//! let hw = UmmaSmemDesc::from_bits(step5.bits())?.operand_layout(Major::K, 128, 16, 2)?;
+//! assert_eq!(hw.byte_offset_at(&[3, 7])?, kv.byte_offset_at(&[3, 80 + 7])?);
+//! # let _ = byte;
+//! # Ok::<(), dsl_core::layout::LayoutError>(())
+//! ```
 
 mod algebra;
+pub mod canonical;
 mod composed;
+mod gmma_desc;
 mod int;
 mod int_tuple;
 mod swizzle;
+mod umma_desc;
 
 pub use algebra::Layout;
+pub use canonical::{CanonicalOperand, Major};
 pub use composed::ComposedLayout;
+pub use gmma_desc::{
+    GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulate, WgmmaAccumulator, WgmmaInput, WgmmaInstr,
+};
 pub use int::{DynInt, Int, StaticOnly};
 pub use int_tuple::IntTuple;
 pub use swizzle::Swizzle;
+pub use umma_desc::{
+    LboMode, UmmaAccumulator, UmmaInput, UmmaInstrDesc, UmmaLayoutType, UmmaSmemDesc,
+};
 
 use std::fmt;
 
