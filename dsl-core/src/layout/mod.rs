@@ -20,7 +20,8 @@
 //! (K-major / MN-major, SW128 / SW64 / SW32 / interleave), [`UmmaSmemDesc`] and
 //! [`GmmaSmemDesc`] derive the sm_100 / sm_90 shared-memory descriptors from such a layout
 //! and decode descriptor bits back into the layout the hardware reads, [`UmmaInstrDesc`] and
-//! [`WgmmaInstr`] describe the MMA instructions.
+//! [`WgmmaInstr`] describe the MMA instructions, and [`fragment`] gives the accumulator
+//! fragments (wgmma registers, TMEM lanes and columns) as layouts.
 //!
 //! ```
 //! use dsl_core::layout::{canonical, Int, IntTuple, Major, Swizzle, UmmaSmemDesc};
@@ -59,6 +60,7 @@
 mod algebra;
 pub mod canonical;
 mod composed;
+pub mod fragment;
 mod gmma_desc;
 mod int;
 mod int_tuple;
