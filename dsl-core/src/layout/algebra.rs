@@ -199,7 +199,7 @@ fn accumulate_index<D: DynInt, C: DynInt + From<D>>(
     scale: i64,
     acc: &mut Affine<C>,
 ) -> Result<(), LayoutError> {
-    if let (Int::Static(i), Int::Static(size)) = (&index, shape.product()) {
+    if let (Int::Static(i), Some(size)) = (&index, shape.static_product_if_known()) {
         if *i < 0 || *i >= size {
             return err(
                 LayoutErrorKind::OutOfRange,
@@ -245,7 +245,7 @@ fn static_extent<D: DynInt, C: DynInt>(
     shape: &IntTuple<D>,
     index: &Int<C>,
 ) -> Result<i64, LayoutError> {
-    shape.product().as_static().ok_or_else(|| {
+    shape.static_product_if_known().ok_or_else(|| {
         LayoutError::new(
             LayoutErrorKind::NotStatic,
             format!(

@@ -65,7 +65,7 @@ impl<D: DynInt> IntTuple<D> {
         }
     }
 
-    /// The product of all entries.
+    /// The product of all entries (a runtime product if any entry is a runtime value).
     pub fn product(&self) -> Int<D> {
         match self {
             IntTuple::Leaf(v) => v.clone(),
@@ -73,6 +73,11 @@ impl<D: DynInt> IntTuple<D> {
                 .iter()
                 .fold(Int::Static(1), |acc, e| acc * e.product()),
         }
+    }
+
+    /// The product, if every entry is static; never emits a runtime operation.
+    pub fn static_product_if_known(&self) -> Option<i64> {
+        self.leaves().iter().map(|v| v.as_static()).product()
     }
 
     /// The integers in depth-first order.
