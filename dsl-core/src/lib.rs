@@ -1,9 +1,10 @@
-//! The core of the kestrel DSL: the IR, tracing, the Blackwell/Hopper op set, the PTX
-//! emitter, the CPU interpreter and the cudarc JIT.
+//! The core of the kestrel DSL: the IR, tracing, layouts, the Blackwell/Hopper op set, the
+//! PTX emitter, the CPU interpreter and the cudarc JIT.
 
 pub mod arch;
 pub mod emit;
 pub mod ir;
+pub mod layout;
 pub mod ptxas;
 pub mod target;
 pub mod trace;
