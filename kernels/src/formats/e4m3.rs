@@ -21,9 +21,9 @@ pub fn decode(code: u8) -> f32 {
     let exp_field = i32::from(magnitude >> MANTISSA_BITS);
     let mantissa = f32::from(magnitude & 0x7);
     let value = if exp_field == 0 {
-        mantissa * 2f32.powi(MIN_NORMAL_EXP - MANTISSA_BITS as i32)
+        mantissa * super::pow2(MIN_NORMAL_EXP - MANTISSA_BITS as i32) as f32
     } else {
-        (1.0 + mantissa / 8.0) * 2f32.powi(exp_field - 7)
+        (1.0 + mantissa / 8.0) * super::pow2(exp_field - 7) as f32
     };
     if code & SIGN != 0 { -value } else { value }
 }

@@ -20,6 +20,13 @@ pub mod e4m3;
 pub mod mxfp8;
 pub mod ue8m0;
 
+/// 2^k for k in f64's normal exponent range, built from its bits (exact, and cheaper than
+/// `powi`, which is a library call).
+fn pow2(k: i32) -> f64 {
+    debug_assert!((-1022..=1023).contains(&k));
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
 /// Rounds a finite `magnitude >= 0` to the nearest value of a binary minifloat with
 /// `mantissa_bits` explicit mantissa bits whose smallest normal exponent is `min_normal_exp`
 /// (unbiased), ties to even, and returns its magnitude code (exponent field, then mantissa).
@@ -36,7 +43,7 @@ fn round_magnitude_to_nearest_even(magnitude: f64, mantissa_bits: u32, min_norma
         // Callers pass f32 values, which are all normal as f64: the exponent field is exact.
         (((magnitude.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(min_normal_exp)
     };
-    let quantum = 2f64.powi(exp - mantissa_bits as i32);
+    let quantum = pow2(exp - mantissa_bits as i32);
     // Division by a power of two is exact, so this is the only rounding step.
     let mantissa = (magnitude / quantum).round_ties_even() as u32;
     (((exp - min_normal_exp) as u32) << mantissa_bits) + mantissa

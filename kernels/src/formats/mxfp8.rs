@@ -28,7 +28,7 @@ pub fn scale_exponent(amax: f32) -> u8 {
 /// `cvt.rn.satfinite.e4m3x2.f32`. The product is rounded to f32 once, like the kernel's f32
 /// multiply by the power of two; it is exact unless it lands far below e4m3's range.
 pub fn encode_value(x: f32, ex: u8) -> u8 {
-    let scaled = f64::from(x) * 2f64.powi(ue8m0::BIAS - i32::from(ex));
+    let scaled = f64::from(x) * super::pow2(ue8m0::BIAS - i32::from(ex));
     e4m3::encode(scaled as f32)
 }
 

@@ -14,7 +14,7 @@ pub fn decode(code: u8) -> f32 {
         return f32::NAN;
     }
     // 2^-127 is the only value below f32's normal range and is still exact as a subnormal.
-    (2f64.powi(i32::from(code) - BIAS)) as f32
+    super::pow2(i32::from(code) - BIAS) as f32
 }
 
 /// `x` rounded up to a power of two exactly like one lane of `cvt.rp.satfinite.ue8m0x2.f32`.
