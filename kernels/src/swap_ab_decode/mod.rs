@@ -2,9 +2,18 @@
 //! notes): one query token attends to a sliding-window list and a compressed list of paged
 //! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
 
+pub mod cache;
 pub mod key;
+pub mod output;
+pub mod problem;
+pub mod query;
+pub mod record;
 
+pub use cache::PagedCache;
 pub use key::{CompileKey, ExtraRecord, KeyError};
+pub use output::{OutputBuffers, OutputLayout};
+pub use problem::{DecodeProblem, ProblemError, SlotList};
+pub use query::QueryBuffer;
 
 /// Dimensions of a latent KV row (K and V are the same row).
 pub const HEAD_DIM: usize = 512;
