@@ -3,17 +3,21 @@
 //! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
 
 pub mod cache;
+pub mod cases;
 pub mod key;
 pub mod output;
 pub mod problem;
 pub mod query;
 pub mod record;
+pub mod reference;
 
 pub use cache::PagedCache;
+pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use key::{CompileKey, ExtraRecord, KeyError};
 pub use output::{OutputBuffers, OutputLayout};
 pub use problem::{DecodeProblem, ProblemError, SlotList};
 pub use query::QueryBuffer;
+pub use reference::{ReferenceOutput, reference};
 
 /// Dimensions of a latent KV row (K and V are the same row).
 pub const HEAD_DIM: usize = 512;
