@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod cases;
 pub mod key;
+pub mod numerics;
 pub mod output;
 pub mod problem;
 pub mod query;
@@ -14,6 +15,7 @@ pub mod reference;
 pub use cache::PagedCache;
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use key::{CompileKey, ExtraRecord, KeyError};
+pub use numerics::{NumericsReport, compare};
 pub use output::{OutputBuffers, OutputLayout};
 pub use problem::{DecodeProblem, ProblemError, SlotList};
 pub use query::QueryBuffer;
