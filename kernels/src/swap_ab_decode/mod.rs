@@ -3,6 +3,7 @@
 //! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
 
 pub mod cache;
+pub mod case_file;
 pub mod cases;
 pub mod key;
 pub mod numerics;
@@ -13,6 +14,7 @@ pub mod record;
 pub mod reference;
 
 pub use cache::PagedCache;
+pub use case_file::{CaseFile, CaseFileError};
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use key::{CompileKey, ExtraRecord, KeyError};
 pub use numerics::{NumericsReport, compare};
