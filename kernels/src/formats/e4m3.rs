@@ -35,7 +35,8 @@ pub fn decode(code: u8) -> f32 {
 /// Source: PTX ISA 9.1 §9.7.9.21 (`cvt`, `.satfinite`: "if the input value is NaN, then the
 /// result is NaN in the specified destination format. If the absolute value of input (ignoring
 /// sign) is greater than MAX_NORM of the specified destination format, then the result is
-/// sign-preserved MAX_NORM of the destination format").
+/// sign-preserved MAX_NORM of the destination format"). Bit-exact with that instruction on an
+/// sm_90 GPU for every f32 input, NaN of either sign included (which gives 0x7F).
 pub fn encode(x: f32) -> u8 {
     if x.is_nan() {
         return NAN;
@@ -197,6 +198,61 @@ mod tests {
                 .fold(f64::INFINITY, f64::min);
             assert_eq!((chosen - f64::from(x)).abs(), best, "x = {x:e}");
             bits += 0x1F3;
+        }
+    }
+
+    /// The f32 bit patterns at which `cvt.rn.satfinite.e4m3x2.f32` on an sm_90 GPU moves to the
+    /// next code, for codes 0x01..=0x7E, observed over all 2^32 inputs. Negative inputs mirror
+    /// them with the sign bit; +inf stays at 0x7E; every NaN (either sign) gives 0x7F.
+    const HARDWARE_CODE_STARTS: [u32; 126] = [
+        0x3A800001, 0x3B400000, 0x3BA00001, 0x3BE00000, 0x3C100001, 0x3C300000, 0x3C500001,
+        0x3C700000, 0x3C880001, 0x3C980000, 0x3CA80001, 0x3CB80000, 0x3CC80001, 0x3CD80000,
+        0x3CE80001, 0x3CF80000, 0x3D080001, 0x3D180000, 0x3D280001, 0x3D380000, 0x3D480001,
+        0x3D580000, 0x3D680001, 0x3D780000, 0x3D880001, 0x3D980000, 0x3DA80001, 0x3DB80000,
+        0x3DC80001, 0x3DD80000, 0x3DE80001, 0x3DF80000, 0x3E080001, 0x3E180000, 0x3E280001,
+        0x3E380000, 0x3E480001, 0x3E580000, 0x3E680001, 0x3E780000, 0x3E880001, 0x3E980000,
+        0x3EA80001, 0x3EB80000, 0x3EC80001, 0x3ED80000, 0x3EE80001, 0x3EF80000, 0x3F080001,
+        0x3F180000, 0x3F280001, 0x3F380000, 0x3F480001, 0x3F580000, 0x3F680001, 0x3F780000,
+        0x3F880001, 0x3F980000, 0x3FA80001, 0x3FB80000, 0x3FC80001, 0x3FD80000, 0x3FE80001,
+        0x3FF80000, 0x40080001, 0x40180000, 0x40280001, 0x40380000, 0x40480001, 0x40580000,
+        0x40680001, 0x40780000, 0x40880001, 0x40980000, 0x40A80001, 0x40B80000, 0x40C80001,
+        0x40D80000, 0x40E80001, 0x40F80000, 0x41080001, 0x41180000, 0x41280001, 0x41380000,
+        0x41480001, 0x41580000, 0x41680001, 0x41780000, 0x41880001, 0x41980000, 0x41A80001,
+        0x41B80000, 0x41C80001, 0x41D80000, 0x41E80001, 0x41F80000, 0x42080001, 0x42180000,
+        0x42280001, 0x42380000, 0x42480001, 0x42580000, 0x42680001, 0x42780000, 0x42880001,
+        0x42980000, 0x42A80001, 0x42B80000, 0x42C80001, 0x42D80000, 0x42E80001, 0x42F80000,
+        0x43080001, 0x43180000, 0x43280001, 0x43380000, 0x43480001, 0x43580000, 0x43680001,
+        0x43780000, 0x43880001, 0x43980000, 0x43A80001, 0x43B80000, 0x43C80001, 0x43D80000,
+    ];
+
+    #[test]
+    fn code_boundaries_match_the_gpu() {
+        for (i, &bits) in HARDWARE_CODE_STARTS.iter().enumerate() {
+            let code = i as u8 + 1;
+            for sign in [0, 0x8000_0000u32] {
+                let sign_code = if sign == 0 { 0 } else { 0x80 };
+                assert_eq!(
+                    encode(f32::from_bits(bits | sign)),
+                    code | sign_code,
+                    "{bits:#x}"
+                );
+                assert_eq!(
+                    encode(f32::from_bits((bits - 1) | sign)),
+                    (code - 1) | sign_code,
+                    "{bits:#x}-1"
+                );
+            }
+        }
+        assert_eq!(encode(f32::from_bits(0x7F80_0000)), 0x7E);
+        assert_eq!(encode(f32::from_bits(0xFF80_0000)), 0xFE);
+        for nan in [
+            0x7F80_0001,
+            0x7FC0_0000,
+            0x7FFF_FFFF,
+            0xFF80_0001,
+            0xFFFF_FFFF,
+        ] {
+            assert_eq!(encode(f32::from_bits(nan)), NAN, "{nan:#x}");
         }
     }
 
