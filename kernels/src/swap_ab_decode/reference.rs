@@ -198,6 +198,80 @@ fn dot(a: &[f64; HEAD_DIM], b: &[f64; HEAD_DIM]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::swap_ab_decode::{CaseSpec, OutputLayout, edge_case_keys, generate};
+    use dsl_core::Target;
+    use half::bf16;
+
+    fn problem() -> DecodeProblem {
+        let key = edge_case_keys(Target::Sm100a)[0];
+        generate(
+            2,
+            &CaseSpec {
+                key,
+                s_q: 2,
+                adversarial: false,
+            },
+        )
+        .problem
+    }
+
+    fn error_of(edit: impl FnOnce(&mut DecodeProblem)) -> String {
+        let mut p = problem();
+        edit(&mut p);
+        reference(&p).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn inputs_without_a_defined_result_are_refused_with_the_reason() {
+        let err = error_of(|p| p.q.set(1, 3, 7, bf16::NAN));
+        assert!(
+            err.contains("token 1") && err.contains("q[1, 3, 7] is NaN"),
+            "{err}"
+        );
+        let err = error_of(|p| p.positions[0] = p.max_pos() as i64);
+        assert!(err.contains("outside the cos_sin table"), "{err}");
+        let err = error_of(|p| p.positions[1] = -1);
+        assert!(err.contains("token 1: position -1"), "{err}");
+        let err = error_of(|p| p.sink[2] = f32::NAN);
+        assert!(err.contains("head 2 is NaN"), "{err}");
+        let err = error_of(|p| {
+            let pos = p.positions[0] as usize;
+            p.cos_sin[pos * ROPE_DIM + 40] = f32::INFINITY;
+        });
+        assert!(
+            err.contains("cos_sin") && err.contains("must be finite"),
+            "{err}"
+        );
+        let err = error_of(|p| {
+            let slot = p.swa_cache.slot(p.swa.id(0, 0)).unwrap();
+            p.swa_cache.record_mut(slot)[HEAD_DIM] = 0xFF; // NaN scale of dims 0..32
+        });
+        assert!(
+            err.contains("swa row 0") && err.contains("bf16 cannot hold exactly"),
+            "{err}"
+        );
+        let err = error_of(|p| {
+            p.swa.ids.pop();
+        });
+        assert!(err.contains("swa_idx"), "{err}");
+        let err = error_of(|p| p.out.scale.truncate(3));
+        assert!(
+            err.contains("out_scale") && err.contains("shorter"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tokens_are_independent_of_the_batch_around_them() {
+        let p = problem();
+        let both = reference(&p).unwrap();
+        let mut first = p.clone();
+        first.q.s_q = 1;
+        first.q.data.truncate(first.q.token_stride);
+        first.out = OutputBuffers::filled(OutputLayout::row_major(1, p.out.layout.groups), 0, 0);
+        let alone = reference(&first).unwrap();
+        assert_eq!(alone.o[..], both.o[..alone.o.len()]);
+    }
 
     #[test]
     fn sink_takes_the_mass_it_is_due() {
