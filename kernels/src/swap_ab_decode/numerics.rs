@@ -194,7 +194,7 @@ impl fmt::Display for NumericsReport {
         match (&self.precast, self.worst_head()) {
             (Some(heads), Some(worst)) => writeln!(
                 f,
-                "  pre-cast f32: {} of {} (token, head) pairs over {:e} * max|o|; worst token {} head {}: error {:e}, bound {:e}",
+                "  pre-cast f32: {} of {} (token, head) pairs over {:e} * max|o|; worst token {} head {}: error {:.3e}, bound {:.3e}",
                 self.precast_violations(),
                 heads.len(),
                 PRECAST_TOLERANCE,
