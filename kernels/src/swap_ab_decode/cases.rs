@@ -4,9 +4,10 @@
 //!
 //! Realistic here means: sliding-window lists that name the latest `min(NK, pos + 1)` slots
 //! of a request's ring of pages, compressed lists of distinct slots chosen among a request's
-//! compressed rows, KV rows ~N(0, 1) with a per-row scale and a few large outliers, per-head
-//! query spreads that make softmax neither flat nor one-hot at `softmax_scale = 1/sqrt(576)`,
-//! and real RoPE tables.
+//! compressed rows, KV rows ~N(0, 1) with a per-row scale near 1 and a few outlier channels,
+//! per-head query spreads that make softmax neither flat nor one-hot at `softmax_scale =
+//! 1/sqrt(576)` (from hundreds of rows sharing the mass to about ten), sinks that take from
+//! almost nothing to about half of it, and real RoPE tables.
 
 use dsl_core::Target;
 use half::bf16;
@@ -488,8 +489,9 @@ fn build(
     let mut plain = Vec::with_capacity(s_q * padded_heads * HEAD_DIM);
     for _ in 0..s_q {
         for h in 0..padded_heads {
-            // Spreads from 1 to 4 give logit spreads of ~1 to ~4 at 1/sqrt(576).
-            let spread = 1.0 + 3.0 * (h % key.heads) as f64 / key.heads as f64;
+            // Query spreads of 0.5 to 1.5 give logit spreads of ~0.75 to ~2.2 at 1/sqrt(576):
+            // from hundreds of rows sharing the mass to about ten.
+            let spread = 0.5 + (h % key.heads) as f64 / key.heads as f64;
             plain.extend((0..HEAD_DIM).map(|d| {
                 if h >= key.heads {
                     bf16::from_f32([f32::NAN, f32::INFINITY, f32::NEG_INFINITY][d % 3])
@@ -509,7 +511,7 @@ fn build(
     .expect("generated Q geometry is consistent");
 
     let mut sink: Vec<f32> = (0..key.heads)
-        .map(|_| (rng.uniform() * 10.0 - 2.0) as f32)
+        .map(|_| (rng.uniform() * 8.0) as f32)
         .collect();
     sink.extend([f32::NAN; 3]);
 
@@ -586,13 +588,20 @@ fn fill_garbage(rng: &mut Rng, bytes: &mut [u8]) {
     }
 }
 
-/// A latent KV row: N(0, 1) times a per-row scale, with 5 outlier dims (1%) 5 to 20 times
-/// larger (the spread real caches show).
+/// Channels where every KV row is larger, and by how much: latent caches are RMS-normalised
+/// per row, and the norm's weights leave a few channels (one here in the RoPE dims) well above
+/// the rest in every row.
+const OUTLIER_CHANNELS: [(usize, f32); 5] =
+    [(37, 12.0), (101, 6.0), (260, 18.0), (333, 8.0), (470, 10.0)];
+
+/// A latent KV row: N(0, 1) with a per-row scale near 1 (rows are normalised), times the
+/// outlier channels' factors. Logits are then Gaussian across rows with ~1.5x the spread of
+/// unit rows.
 fn kv_row(rng: &mut Rng) -> [f32; HEAD_DIM] {
-    let scale = (rng.normal() * 0.5).exp();
+    let scale = (rng.normal() * 0.1).exp();
     let mut row: [f32; HEAD_DIM] = std::array::from_fn(|_| (rng.normal() * scale) as f32);
-    for _ in 0..5 {
-        row[rng.below(HEAD_DIM)] *= (5.0 + 15.0 * rng.uniform()) as f32;
+    for (channel, factor) in OUTLIER_CHANNELS {
+        row[channel] *= factor;
     }
     row
 }
@@ -943,6 +952,75 @@ mod tests {
         assert!(ids.contains(&(slots - 1)));
         assert!(p.sink.contains(&f32::INFINITY));
         assert!(p.sink.contains(&f32::NEG_INFINITY));
+    }
+
+    /// Max weight and effective row count (1 / sum p^2 over the rows' share) of each live head
+    /// of token `b`
+    /// (RoPE left out: it rotates a pair, and barely changes these statistics).
+    fn softmax_shape(p: &DecodeProblem, b: usize) -> Vec<(f64, f64)> {
+        let mut rows = Vec::new();
+        for (list, cache) in [(&p.swa, &p.swa_cache), (&p.extra, &p.extra_cache)] {
+            for i in 0..list.limit(b) {
+                if let Some(slot) = cache.slot(list.id(b, i)) {
+                    rows.push(super::super::record::decode(
+                        cache.format,
+                        cache.record(slot),
+                    ));
+                }
+            }
+        }
+        (0..p.key.heads)
+            .map(|h| {
+                let logits: Vec<f64> = rows
+                    .iter()
+                    .map(|kv| {
+                        let dot: f64 = (0..HEAD_DIM)
+                            .map(|d| f64::from(p.q.get(b, h, d).to_f32()) * f64::from(kv[d]))
+                            .sum();
+                        f64::from(p.softmax_scale) * dot
+                    })
+                    .collect();
+                let sink = f64::from(p.sink[h]);
+                let m = logits.iter().copied().fold(sink, f64::max);
+                let weights: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+                let total = weights.iter().sum::<f64>() + (sink - m).exp();
+                let max_p = weights.iter().copied().fold(0.0, f64::max) / total;
+                let rows_mass: f64 = weights.iter().sum();
+                let effective = rows_mass * rows_mass / weights.iter().map(|w| w * w).sum::<f64>();
+                (max_p, effective)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn softmax_is_neither_flat_nor_one_hot() {
+        let key = realistic_keys(Target::Sm90a)[1];
+        let p = generate(
+            21,
+            &CaseSpec {
+                key,
+                s_q: 2,
+                adversarial: false,
+            },
+        )
+        .problem;
+        let shapes: Vec<(f64, f64)> = (0..2).flat_map(|b| softmax_shape(&p, b)).collect();
+        let rows = (key.swa_width + key.extra_width) as f64;
+        for &(max_p, effective) in &shapes {
+            assert!(max_p > 2.0 / rows && max_p < 0.9, "max p {max_p}");
+            assert!(
+                effective > 1.5 && effective < rows * 0.9,
+                "effective rows {effective}"
+            );
+        }
+        assert!(
+            shapes.iter().any(|s| s.1 < 30.0),
+            "some heads concentrate on a few rows"
+        );
+        assert!(
+            shapes.iter().any(|s| s.1 > 200.0),
+            "some heads spread over many rows"
+        );
     }
 
     #[test]
