@@ -651,26 +651,30 @@ mod tests {
                 adversarial: false,
             },
         )
+        .unwrap()
     }
 
     #[test]
     fn written_cases_load_back_bit_identical() {
         let key = edge_case_keys(Target::Sm90a)[3]; // no SWA list: zero-width tensors
-        let mut cases = edge_cases(&key);
+        let mut cases = edge_cases(&key).unwrap();
         cases.retain(|c| {
             matches!(
                 c.name.as_str(),
                 "everything_at_once" | "padded_heads" | "out_padded_strides"
             )
         });
-        cases.push(generate(
-            9,
-            &CaseSpec {
-                key: edge_case_keys(Target::Sm100a)[1],
-                s_q: 3,
-                adversarial: true,
-            },
-        ));
+        cases.push(
+            generate(
+                9,
+                &CaseSpec {
+                    key: edge_case_keys(Target::Sm100a)[1],
+                    s_q: 3,
+                    adversarial: true,
+                },
+            )
+            .unwrap(),
+        );
         for case in cases {
             let expected = reference(&case.problem).unwrap();
             let loaded = from_bytes(&to_bytes(&case, Some(&expected)).unwrap()).unwrap();

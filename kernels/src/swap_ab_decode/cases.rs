@@ -14,9 +14,9 @@ use half::bf16;
 
 use super::cache::PagedCache;
 use super::output::{GROUP_SCALE_WORDS, OutputBuffers, OutputLayout, live_groups};
-use super::problem::{DecodeProblem, SlotList};
+use super::problem::{DecodeProblem, ProblemError, SlotList};
 use super::query::QueryBuffer;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, ROPE_DIM};
+use super::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM};
 
 /// A named problem.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,13 +89,16 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
     ]
 }
 
-/// A realistic problem for `spec`, the same for the same seed. Panics if `spec.key` is not a
-/// valid key or `s_q` is 0 (a caller's bug; keys from users go through `CompileKey::validate`).
-pub fn generate(seed: u64, spec: &CaseSpec) -> DecodeCase {
-    spec.key
-        .validate()
-        .expect("generate needs a valid compile key");
-    assert!(spec.s_q > 0, "generate needs at least one token");
+/// A realistic problem for `spec`, the same for the same seed. Errors when `spec.key` is not
+/// a valid key or `s_q` is 0.
+pub fn generate(seed: u64, spec: &CaseSpec) -> Result<DecodeCase, ProblemError> {
+    spec.key.validate()?;
+    if spec.s_q == 0 {
+        return Err(ProblemError::Shape {
+            tensor: "q",
+            problem: "s_q is 0: a launch needs at least one token".into(),
+        });
+    }
     let mut rng = Rng::new(seed ^ 0x5EED_CA5E);
     let geometry = if spec.adversarial {
         Geometry::adversarial(&spec.key, &mut rng)
@@ -107,10 +110,10 @@ pub fn generate(seed: u64, spec: &CaseSpec) -> DecodeCase {
         scramble(&mut rng, &mut problem);
     }
     let kind = if spec.adversarial { "adv" } else { "gen" };
-    DecodeCase {
+    Ok(DecodeCase {
         name: format!("{kind}_s{seed}_sq{}", spec.s_q),
         problem,
-    }
+    })
 }
 
 /// Small named problems (1 to 4 tokens each), one per SPEC edge case, for `key`. Each is
@@ -119,9 +122,8 @@ pub fn generate(seed: u64, spec: &CaseSpec) -> DecodeCase {
 /// rows with NaN that are not selected; sinks of +inf and -inf; padded heads with NaN in
 /// their Q; padded Q, cache and output strides; non-row-major scale strides; output groups
 /// beyond the live ones; metadata longer than the batch.
-pub fn edge_cases(key: &CompileKey) -> Vec<DecodeCase> {
-    key.validate()
-        .expect("edge_cases needs a valid compile key");
+pub fn edge_cases(key: &CompileKey) -> Result<Vec<DecodeCase>, KeyError> {
+    key.validate()?;
     let plain = Geometry::plain();
     // Long enough for full lists about half the time, short enough for a small RoPE table.
     let edge_context = COMPRESS_RATIO * (key.extra_width + key.swa_width) as i64 * 3 / 2 + 64;
@@ -282,7 +284,7 @@ pub fn edge_cases(key: &CompileKey) -> Vec<DecodeCase> {
         Geometry::everything(),
         &|rng, p| scramble(rng, p),
     );
-    cases
+    Ok(cases)
 }
 
 /// Output tensor layouts the generator uses.
@@ -863,7 +865,7 @@ mod tests {
     #[test]
     fn every_edge_case_is_valid_and_named_uniquely() {
         for key in edge_case_keys(Target::Sm90a) {
-            let cases = edge_cases(&key);
+            let cases = edge_cases(&key).unwrap();
             let mut names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
             names.sort_unstable();
             names.dedup();
@@ -888,8 +890,11 @@ mod tests {
             s_q: 3,
             adversarial: true,
         };
-        assert_eq!(generate(5, &spec), generate(5, &spec));
-        assert_ne!(generate(5, &spec).problem.q, generate(6, &spec).problem.q);
+        assert_eq!(generate(5, &spec).unwrap(), generate(5, &spec).unwrap());
+        assert_ne!(
+            generate(5, &spec).unwrap().problem.q,
+            generate(6, &spec).unwrap().problem.q
+        );
     }
 
     #[test]
@@ -902,7 +907,8 @@ mod tests {
                     s_q: 16,
                     adversarial: false,
                 },
-            );
+            )
+            .unwrap();
             let p = &case.problem;
             p.validate().unwrap();
             let mut valid = 0;
@@ -932,6 +938,7 @@ mod tests {
                 adversarial: true,
             },
         )
+        .unwrap()
         .problem;
         p.validate().unwrap();
         let lens: Vec<i32> = p.swa.lens[..64]
@@ -1003,6 +1010,7 @@ mod tests {
                 adversarial: false,
             },
         )
+        .unwrap()
         .problem;
         let shapes: Vec<(f64, f64)> = (0..2).flat_map(|b| softmax_shape(&p, b)).collect();
         let rows = (key.swa_width + key.extra_width) as f64;
@@ -1021,6 +1029,35 @@ mod tests {
             shapes.iter().any(|s| s.1 > 200.0),
             "some heads spread over many rows"
         );
+    }
+
+    #[test]
+    fn bad_keys_and_empty_batches_are_errors() {
+        let bad = CompileKey {
+            heads: 24,
+            ..small_key()
+        };
+        assert_eq!(edge_cases(&bad).unwrap_err(), KeyError::Heads(24));
+        let err = generate(
+            1,
+            &CaseSpec {
+                key: bad,
+                s_q: 1,
+                adversarial: false,
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("16 or 32"), "{err}");
+        let err = generate(
+            1,
+            &CaseSpec {
+                key: small_key(),
+                s_q: 0,
+                adversarial: false,
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("at least one token"), "{err}");
     }
 
     #[test]

@@ -212,6 +212,7 @@ mod tests {
                 adversarial: false,
             },
         )
+        .unwrap()
         .problem
     }
 
