@@ -1,10 +1,35 @@
 //! The DeepSeek-V4.1 "SwapAB" sparse decode attention (see `shared/SPEC.md` in the design
 //! notes): one query token attends to a sliding-window list and a compressed list of paged
 //! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
+//!
+//! Host side, GPU-free, shared by every engine that runs the kernel:
+//! - layouts: [`record`] (V4.1 fp8 / NVFP4 records), [`cache`] (paged caches), [`query`]
+//!   (chunk-interleaved Q), [`output`] (o-fused MXFP8 with strided scales);
+//! - [`problem::DecodeProblem`]: one launch's inputs and output buffers;
+//! - [`reference()`]: the op in f64; [`compare`]: the SPEC's numerics contract as a report;
+//! - [`cases`]: named edge cases and seeded realistic cases; [`case_file`]: one case per
+//!   `.safetensors` file, readable from PyTorch.
 
+pub mod cache;
+pub mod case_file;
+pub mod cases;
 pub mod key;
+pub mod numerics;
+pub mod output;
+pub mod problem;
+pub mod query;
+pub mod record;
+pub mod reference;
 
+pub use cache::PagedCache;
+pub use case_file::{CaseFile, CaseFileError};
+pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use key::{CompileKey, ExtraRecord, KeyError};
+pub use numerics::{NumericsReport, compare};
+pub use output::{OutputBuffers, OutputLayout};
+pub use problem::{DecodeProblem, ProblemError, SlotList};
+pub use query::QueryBuffer;
+pub use reference::{ReferenceOutput, reference};
 
 /// Dimensions of a latent KV row (K and V are the same row).
 pub const HEAD_DIM: usize = 512;

@@ -1,0 +1,167 @@
+//! Paged KV caches: `[num_blocks, page, record]` bytes whose blocks may lie further apart than
+//! `page * record` bytes.
+
+use super::problem::ProblemError;
+use super::{ExtraRecord, HEAD_DIM, record};
+
+/// One paged cache of V4.1 records. Slot id `s` (`block * page + offset`) lives at byte
+/// `(s >> log2(page)) * block_stride + (s & (page - 1)) * record` of `bytes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PagedCache {
+    /// Record format of every slot.
+    pub format: ExtraRecord,
+    /// Blocks (pages) in the cache.
+    pub num_blocks: usize,
+    /// Slots per block, a power of two.
+    pub page: usize,
+    /// Bytes from one block to the next (the tensor's `stride[0]`), at least `page * record`.
+    pub block_stride: usize,
+    /// `num_blocks * block_stride` bytes.
+    pub bytes: Vec<u8>,
+}
+
+impl PagedCache {
+    /// A cache filled with `fill` bytes (padding between blocks included).
+    pub fn new(
+        format: ExtraRecord,
+        num_blocks: usize,
+        page: usize,
+        block_stride: usize,
+        fill: u8,
+    ) -> Result<Self, ProblemError> {
+        let cache = PagedCache {
+            format,
+            num_blocks,
+            page,
+            block_stride,
+            bytes: vec![fill; num_blocks * block_stride],
+        };
+        cache.validate("cache")?;
+        Ok(cache)
+    }
+
+    /// Checks the geometry; `name` says which cache in the message.
+    pub fn validate(&self, name: &'static str) -> Result<(), ProblemError> {
+        let fail = |problem: String| {
+            Err(ProblemError::Shape {
+                tensor: name,
+                problem,
+            })
+        };
+        if !self.page.is_power_of_two() {
+            return fail(format!("page {} is not a power of two", self.page));
+        }
+        let packed = self.page * self.format.bytes();
+        if self.block_stride < packed {
+            return fail(format!(
+                "block stride {} is below page * record = {packed} bytes: blocks would overlap",
+                self.block_stride
+            ));
+        }
+        if self.bytes.len() != self.num_blocks * self.block_stride {
+            return fail(format!(
+                "holds {} bytes, expected num_blocks * block_stride = {} * {}",
+                self.bytes.len(),
+                self.num_blocks,
+                self.block_stride
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of one record.
+    pub fn record_bytes(&self) -> usize {
+        self.format.bytes()
+    }
+
+    /// Addressable slots, `num_blocks * page`.
+    pub fn slots(&self) -> usize {
+        self.num_blocks * self.page
+    }
+
+    /// The slot a slot id names, or `None` for ids the kernel must not read (negative, or at
+    /// or past `num_blocks * page`).
+    pub fn slot(&self, id: i32) -> Option<usize> {
+        usize::try_from(id).ok().filter(|&s| s < self.slots())
+    }
+
+    /// Byte offset of a slot's record.
+    pub fn record_offset(&self, slot: usize) -> usize {
+        assert!(
+            slot < self.slots(),
+            "slot {slot} past the cache's {} slots",
+            self.slots()
+        );
+        let shift = self.page.trailing_zeros();
+        (slot >> shift) * self.block_stride + (slot & (self.page - 1)) * self.record_bytes()
+    }
+
+    /// A slot's record bytes.
+    pub fn record(&self, slot: usize) -> &[u8] {
+        let start = self.record_offset(slot);
+        &self.bytes[start..start + self.record_bytes()]
+    }
+
+    /// A slot's record bytes, writable.
+    pub fn record_mut(&mut self, slot: usize) -> &mut [u8] {
+        let start = self.record_offset(slot);
+        let len = self.record_bytes();
+        &mut self.bytes[start..start + len]
+    }
+
+    /// Encodes `row` into a slot, like a cache writer ([`record::encode`]).
+    pub fn write_row(&mut self, slot: usize, row: &[f32; HEAD_DIM]) {
+        let format = self.format;
+        record::encode(format, row, self.record_mut(slot));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_addresses_follow_the_block_stride() {
+        let cache = PagedCache::new(ExtraRecord::Nvfp4, 3, 4, 4 * 288 + 100, 0).unwrap();
+        assert_eq!(cache.slots(), 12);
+        assert_eq!(cache.record_offset(0), 0);
+        assert_eq!(cache.record_offset(3), 3 * 288);
+        assert_eq!(cache.record_offset(4), 1252);
+        assert_eq!(cache.record_offset(11), 2 * 1252 + 3 * 288);
+        assert_eq!(cache.record(11).len(), 288);
+    }
+
+    #[test]
+    fn ids_outside_the_cache_name_no_slot() {
+        let cache = PagedCache::new(ExtraRecord::Fp8, 2, 64, 64 * 528, 0).unwrap();
+        assert_eq!(cache.slot(0), Some(0));
+        assert_eq!(cache.slot(127), Some(127));
+        assert_eq!(cache.slot(128), None);
+        assert_eq!(cache.slot(-1), None);
+        assert_eq!(cache.slot(i32::MIN), None);
+        assert_eq!(cache.slot(i32::MAX), None);
+    }
+
+    #[test]
+    fn rows_land_in_their_slot_only() {
+        let mut cache = PagedCache::new(ExtraRecord::Fp8, 2, 2, 2 * 528 + 16, 0xAB).unwrap();
+        let row = [1.5f32; HEAD_DIM];
+        cache.write_row(2, &row);
+        assert_eq!(record::decode(ExtraRecord::Fp8, cache.record(2)), row);
+        assert!(cache.record(1).iter().all(|&b| b == 0xAB));
+        assert!(cache.record(3).iter().all(|&b| b == 0xAB));
+        assert!(
+            cache.bytes[2 * 528..2 * 528 + 16]
+                .iter()
+                .all(|&b| b == 0xAB)
+        );
+    }
+
+    #[test]
+    fn bad_geometry_is_an_error_that_says_why() {
+        let err = PagedCache::new(ExtraRecord::Fp8, 2, 64, 64 * 528 - 1, 0).unwrap_err();
+        assert!(err.to_string().contains("blocks would overlap"), "{err}");
+        let err = PagedCache::new(ExtraRecord::Fp8, 2, 48, 48 * 528, 0).unwrap_err();
+        assert!(err.to_string().contains("power of two"), "{err}");
+    }
+}

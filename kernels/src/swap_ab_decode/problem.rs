@@ -1,0 +1,256 @@
+//! One launch's worth of inputs: everything the decode kernel reads, and the output buffers
+//! as they are before it runs.
+
+use thiserror::Error;
+
+use super::cache::PagedCache;
+use super::output::OutputBuffers;
+use super::query::QueryBuffer;
+use super::{CompileKey, ExtraRecord, KeyError, ROPE_DIM};
+
+/// Why a [`DecodeProblem`] (or a case file holding one) cannot be run.
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum ProblemError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A tensor's shape, strides or storage does not fit the key or the other tensors.
+    #[error("{tensor}: {problem}")]
+    Shape {
+        tensor: &'static str,
+        problem: String,
+    },
+    /// A value the op reads is outside what the SPEC defines (e.g. NaN in a live head's Q).
+    #[error("token {token}: {problem}")]
+    Value { token: usize, problem: String },
+}
+
+/// A slot list (`swa_idx`/`swa_len` or `extra_idx`/`extra_len`): row b of `ids` is token b's
+/// candidate slot ids, of which the first `min(lens[b], width)` may be valid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlotList {
+    /// Columns (NK or NE), from the compile key.
+    pub width: usize,
+    /// Rows of `ids`, at least `s_q` (metadata buffers may be longer than the batch).
+    pub rows: usize,
+    /// `[rows, width]` row-major slot ids; negative ids are invalid.
+    pub ids: Vec<i32>,
+    /// Valid prefix length per token, at least `s_q` entries; any i32 (clamped to 0..=width).
+    pub lens: Vec<i32>,
+}
+
+impl SlotList {
+    /// `rows` rows of `-1` with length 0.
+    pub fn empty(width: usize, rows: usize) -> Self {
+        SlotList {
+            width,
+            rows,
+            ids: vec![-1; rows * width],
+            lens: vec![0; rows],
+        }
+    }
+
+    /// Slot id `i` of token `b`'s row.
+    pub fn id(&self, b: usize, i: usize) -> i32 {
+        assert!(
+            i < self.width,
+            "column {i} of a {}-wide slot list",
+            self.width
+        );
+        self.ids[b * self.width + i]
+    }
+
+    /// Token `b`'s row of ids, writable.
+    pub fn row_mut(&mut self, b: usize) -> &mut [i32] {
+        &mut self.ids[b * self.width..(b + 1) * self.width]
+    }
+
+    /// How many leading columns of token `b` are candidates: `min(len, width)`, 0 for a
+    /// negative length.
+    pub fn limit(&self, b: usize) -> usize {
+        usize::try_from(self.lens[b]).map_or(0, |len| len.min(self.width))
+    }
+
+    fn validate(&self, name: &'static str, width: usize, s_q: usize) -> Result<(), ProblemError> {
+        let fail = |problem: String| {
+            Err(ProblemError::Shape {
+                tensor: name,
+                problem,
+            })
+        };
+        if self.width != width {
+            return fail(format!("is {} wide, the key says {width}", self.width));
+        }
+        if self.rows < s_q || self.ids.len() != self.rows * self.width {
+            return fail(format!(
+                "needs at least s_q = {s_q} rows of {width} ids; has {} ids for {} rows",
+                self.ids.len(),
+                self.rows
+            ));
+        }
+        if self.lens.len() < s_q {
+            return fail(format!("has {} lengths for {s_q} tokens", self.lens.len()));
+        }
+        Ok(())
+    }
+}
+
+/// Every input of one decode launch, in the kernel's own layouts, plus the output buffers'
+/// layout and contents before the launch (poison the kernel must leave alone outside the live
+/// groups). Equality is bitwise (NaN payloads included).
+#[derive(Clone, Debug)]
+pub struct DecodeProblem {
+    /// What the kernel is compiled for.
+    pub key: CompileKey,
+    /// Queries, not yet RoPEd, chunk-interleaved; `q.s_q` is the token count.
+    pub q: QueryBuffer,
+    /// SWA cache (fp8 records).
+    pub swa_cache: PagedCache,
+    /// SWA slot list (`key.swa_width` columns).
+    pub swa: SlotList,
+    /// Compressed cache (`key.extra_record` records).
+    pub extra_cache: PagedCache,
+    /// Compressed slot list (`key.extra_width` columns).
+    pub extra: SlotList,
+    /// Query positions, at least `s_q`.
+    pub positions: Vec<i64>,
+    /// `[max_pos, 64]`: row p is 32 cos then 32 sin for position p.
+    pub cos_sin: Vec<f32>,
+    /// Per-head sink logits, at least `heads`.
+    pub sink: Vec<f32>,
+    /// Scale of q . kv before the softmax (natural-log units).
+    pub softmax_scale: f32,
+    /// Output buffers before the launch.
+    pub out: OutputBuffers,
+}
+
+impl PartialEq for DecodeProblem {
+    fn eq(&self, other: &Self) -> bool {
+        let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        self.key == other.key
+            && self.q == other.q
+            && self.swa_cache == other.swa_cache
+            && self.swa == other.swa
+            && self.extra_cache == other.extra_cache
+            && self.extra == other.extra
+            && self.positions == other.positions
+            && bits(&self.cos_sin) == bits(&other.cos_sin)
+            && bits(&self.sink) == bits(&other.sink)
+            && self.softmax_scale.to_bits() == other.softmax_scale.to_bits()
+            && self.out == other.out
+    }
+}
+
+impl DecodeProblem {
+    /// Tokens in the launch.
+    pub fn s_q(&self) -> usize {
+        self.q.s_q
+    }
+
+    /// Live heads.
+    pub fn heads(&self) -> usize {
+        self.key.heads
+    }
+
+    /// Rows of the cos/sin table.
+    pub fn max_pos(&self) -> usize {
+        self.cos_sin.len() / ROPE_DIM
+    }
+
+    /// The (cos, sin) table row of position `pos`: 32 cos then 32 sin.
+    pub fn cos_sin_row(&self, pos: usize) -> &[f32] {
+        &self.cos_sin[pos * ROPE_DIM..(pos + 1) * ROPE_DIM]
+    }
+
+    /// Checks every shape against the key and the other tensors, and the scalars the kernel
+    /// indexes with (positions) or cannot give a meaning to (NaN sink, non-finite scale).
+    pub fn validate(&self) -> Result<(), ProblemError> {
+        self.key.validate()?;
+        let s_q = self.s_q();
+        let heads = self.heads();
+        self.q.validate()?;
+        if self.q.padded_heads < heads {
+            return Err(ProblemError::Shape {
+                tensor: "q",
+                problem: format!(
+                    "has {} heads, fewer than the key's {heads} live heads",
+                    self.q.padded_heads
+                ),
+            });
+        }
+        for (name, cache, format, page) in [
+            (
+                "swa_cache",
+                &self.swa_cache,
+                ExtraRecord::Fp8,
+                self.key.swa_page,
+            ),
+            (
+                "extra_cache",
+                &self.extra_cache,
+                self.key.extra_record,
+                self.key.extra_page,
+            ),
+        ] {
+            cache.validate(name)?;
+            if cache.format != format || cache.page != page {
+                return Err(ProblemError::Shape {
+                    tensor: name,
+                    problem: format!(
+                        "holds {:?} records in pages of {}; the key says {format:?} in pages of {page}",
+                        cache.format, cache.page
+                    ),
+                });
+            }
+        }
+        self.swa.validate("swa_idx", self.key.swa_width, s_q)?;
+        self.extra
+            .validate("extra_idx", self.key.extra_width, s_q)?;
+        let shape = |tensor, problem: String| Err(ProblemError::Shape { tensor, problem });
+        if self.positions.len() < s_q {
+            return shape(
+                "positions",
+                format!("has {} entries for {s_q} tokens", self.positions.len()),
+            );
+        }
+        if self.cos_sin.len() % ROPE_DIM != 0 || self.cos_sin.is_empty() {
+            return shape(
+                "cos_sin",
+                format!(
+                    "{} values do not make [max_pos, 64] rows",
+                    self.cos_sin.len()
+                ),
+            );
+        }
+        if self.sink.len() < heads {
+            return shape(
+                "sink",
+                format!("has {} entries for {heads} heads", self.sink.len()),
+            );
+        }
+        if !self.softmax_scale.is_finite() {
+            return shape(
+                "softmax_scale",
+                format!("{} is not finite", self.softmax_scale),
+            );
+        }
+        self.out.validate(s_q, heads)?;
+        for (token, &pos) in self.positions[..s_q].iter().enumerate() {
+            if usize::try_from(pos).map_or(true, |p| p >= self.max_pos()) {
+                return Err(ProblemError::Value {
+                    token,
+                    problem: format!(
+                        "position {pos} is outside the cos_sin table's {} rows; extend the table",
+                        self.max_pos()
+                    ),
+                });
+            }
+        }
+        if let Some(h) = self.sink[..heads].iter().position(|s| s.is_nan()) {
+            return Err(ProblemError::Shape {
+                tensor: "sink",
+                problem: format!("head {h} is NaN; the SPEC defines finite and ±inf sinks only"),
+            });
+        }
+        Ok(())
+    }
+}
