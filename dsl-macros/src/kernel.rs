@@ -84,26 +84,26 @@ pub fn expand_device(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
-fn check_signature(f: &ItemFn, what: &str) -> syn::Result<()> {
-    if let Some(a) = &f.sig.asyncness {
-        return Err(syn::Error::new(
+fn check_not_async(f: &ItemFn, what: &str) -> syn::Result<()> {
+    match &f.sig.asyncness {
+        Some(a) => Err(syn::Error::new(
             a.span(),
             format!("a {what} cannot be async: it runs once, at trace time"),
-        ));
+        )),
+        None => Ok(()),
     }
-    if let Some(FnArg::Receiver(r)) = f.sig.inputs.first() {
-        return Err(syn::Error::new(
-            r.span(),
-            format!("a {what} is a free function: move it out of the impl block"),
-        ));
-    }
-    Ok(())
 }
 
 fn kernel(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let options = parse_options(attr)?;
     let mut f: ItemFn = syn::parse2(item)?;
-    check_signature(&f, "#[kernel]")?;
+    check_not_async(&f, "#[kernel]")?;
+    if let Some(FnArg::Receiver(r)) = f.sig.inputs.first() {
+        return Err(syn::Error::new(
+            r.span(),
+            "a #[kernel] is a free function: move it out of the impl block",
+        ));
+    }
     if let syn::ReturnType::Type(_, ty) = &f.sig.output {
         return Err(syn::Error::new(
             ty.span(),
@@ -178,7 +178,7 @@ fn device(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
         ));
     }
     let mut f: ItemFn = syn::parse2(item)?;
-    check_signature(&f, "#[device] function")?;
+    check_not_async(&f, "#[device] function")?;
     Rewriter {
         krate: options.krate,
     }

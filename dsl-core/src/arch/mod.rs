@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod cvt;
 pub mod mbarrier;
 pub mod memory;
+pub mod operand;
 pub mod pdl;
 pub mod sm100;
 pub mod sm90;

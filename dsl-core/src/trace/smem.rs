@@ -5,6 +5,7 @@ use super::val::Val;
 use super::with_builder;
 use crate::arch::memory::Smem;
 use crate::ir::{MemOp, Op, SmemBuffer, SourceLoc, Ty};
+use crate::layout::{ComposedLayout, Int, IntTuple};
 
 /// A named buffer of the kernel's dynamic shared memory at a trace-time offset.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,5 +75,106 @@ impl SmemRegion {
     #[track_caller]
     pub fn addr(&self) -> Smem {
         Smem::new(smem_base(), self.offset as i64)
+    }
+}
+
+/// A coordinate of a layout: a trace-time integer or a runtime `Val<u32>`.
+pub trait Index: Copy {
+    fn int(self) -> Int<Val<u32>>;
+}
+
+impl Index for Val<u32> {
+    fn int(self) -> Int<Val<u32>> {
+        Int::Dynamic(self)
+    }
+}
+
+macro_rules! static_index {
+    ($($t:ty),*) => {$(
+        impl Index for $t {
+            fn int(self) -> Int<Val<u32>> {
+                Int::Static(self as i64)
+            }
+        }
+    )*};
+}
+static_index!(i64, u32, usize, i32);
+
+/// A shared-memory buffer holding a tile laid out by a [`ComposedLayout`] (swizzle included):
+/// addresses of elements come from the layout, never from hand-written arithmetic.
+#[derive(Clone, Debug)]
+pub struct SmemTile {
+    region: SmemRegion,
+    layout: ComposedLayout,
+}
+
+/// Allocates a buffer for `layout` (its size, aligned to its swizzle period and at least
+/// 16 bytes) and names it `name` in the shared-memory map.
+#[track_caller]
+pub fn smem_tile(name: &str, layout: ComposedLayout) -> SmemTile {
+    let bytes = layout.end_bytes() as u32;
+    let align = (layout.alignment() as u32).max(16);
+    let region = smem_alloc_with_layout(name, bytes, align, Some(layout.to_string()));
+    SmemTile { region, layout }
+}
+
+impl SmemTile {
+    /// Another layout over the same bytes (a transposed operand view, a reuse of the buffer
+    /// for other data); it must fit the buffer.
+    #[track_caller]
+    pub fn view(&self, layout: ComposedLayout) -> SmemTile {
+        if layout.end_bytes() > self.region.bytes as i64 {
+            crate::trace::trace_error(format!(
+                "a view {layout} of shared buffer `{}` needs {} bytes, the buffer has {}",
+                self.region.name,
+                layout.end_bytes(),
+                self.region.bytes
+            ));
+        }
+        SmemTile {
+            region: self.region.clone(),
+            layout,
+        }
+    }
+
+    pub fn layout(&self) -> &ComposedLayout {
+        &self.layout
+    }
+
+    pub fn region(&self) -> &SmemRegion {
+        &self.region
+    }
+
+    /// The tile's first byte.
+    #[track_caller]
+    pub fn base(&self) -> Smem {
+        self.region.addr()
+    }
+
+    /// The address of element `(row, col)` of a rank-2 tile.
+    #[track_caller]
+    pub fn at(&self, row: impl Index, col: impl Index) -> Smem {
+        self.at_coord(IntTuple::tuple([row.int().into(), col.int().into()]))
+    }
+
+    /// The address of element `i` of a rank-1 tile.
+    #[track_caller]
+    pub fn at1(&self, i: impl Index) -> Smem {
+        self.at_coord(IntTuple::Leaf(i.int()))
+    }
+
+    #[track_caller]
+    fn at_coord(&self, coord: IntTuple<Val<u32>>) -> Smem {
+        match self.layout.byte_offset(&coord) {
+            Ok(Int::Static(off)) => self.base() + off,
+            Ok(Int::Dynamic(off)) => self.base() + off,
+            Err(e) => {
+                crate::trace::trace_error(format!(
+                    "shared buffer `{}` ({}): {e}",
+                    self.region.name, self.layout
+                ));
+                self.base()
+            }
+        }
     }
 }

@@ -658,3 +658,78 @@ macro_rules! unary_impls {
 
 unary_impls!(Neg, neg, UnaryOp::Neg, [i32, i64, f32]);
 unary_impls!(Not, not, UnaryOp::Not, [u32, i32, u64, i64, bool]);
+
+/// Layout arithmetic on runtime 32-bit offsets (shared-memory addresses, TMEM columns,
+/// thread-derived coordinates): each call is one instruction, and the layout code only calls
+/// when a result is not known at trace time.
+impl crate::layout::DynInt for Val<u32> {
+    #[track_caller]
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+    #[track_caller]
+    fn mul(self, other: Self) -> Self {
+        self * other
+    }
+    #[track_caller]
+    fn add_const(self, c: i64) -> Self {
+        self + c as i32 as u32
+    }
+    #[track_caller]
+    fn mul_const(self, c: i64) -> Self {
+        let c = c as u32;
+        if c.is_power_of_two() {
+            self << c.trailing_zeros()
+        } else {
+            self * c
+        }
+    }
+    #[track_caller]
+    fn div_const(self, c: i64) -> Self {
+        let c = c as u32;
+        if c.is_power_of_two() {
+            self >> c.trailing_zeros()
+        } else {
+            self / c
+        }
+    }
+    #[track_caller]
+    fn rem_const(self, c: i64) -> Self {
+        let c = c as u32;
+        if c.is_power_of_two() {
+            self & (c - 1)
+        } else {
+            self % c
+        }
+    }
+    #[track_caller]
+    fn shr_const(self, bits: u32) -> Self {
+        self >> bits
+    }
+    #[track_caller]
+    fn and_const(self, mask: i64) -> Self {
+        self & mask as u32
+    }
+    #[track_caller]
+    fn xor(self, other: Self) -> Self {
+        self ^ other
+    }
+}
+
+impl From<crate::layout::StaticOnly> for Val<u32> {
+    fn from(never: crate::layout::StaticOnly) -> Self {
+        match never {}
+    }
+}
+
+impl From<Val<u32>> for crate::layout::Int<Val<u32>> {
+    fn from(v: Val<u32>) -> Self {
+        crate::layout::Int::Dynamic(v)
+    }
+}
+
+impl From<Val<u32>> for crate::layout::IntTuple<Val<u32>> {
+    fn from(v: Val<u32>) -> Self {
+        crate::layout::IntTuple::Leaf(crate::layout::Int::Dynamic(v))
+    }
+}

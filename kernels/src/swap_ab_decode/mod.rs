@@ -13,17 +13,25 @@
 pub mod cache;
 pub mod case_file;
 pub mod cases;
+mod inputs;
+pub mod kernel;
 pub mod key;
+mod merge;
+mod mma;
 pub mod numerics;
 pub mod output;
+pub mod plan;
 pub mod problem;
 pub mod query;
 pub mod record;
 pub mod reference;
+mod smem;
+mod softmax;
 
 pub use cache::PagedCache;
 pub use case_file::{CaseFile, CaseFileError};
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
+pub use kernel::swap_ab_decode;
 pub use key::{CompileKey, ExtraRecord, KeyError};
 pub use numerics::{NumericsReport, compare};
 pub use output::{OutputBuffers, OutputLayout};

@@ -136,17 +136,20 @@ pub fn commit(mbar: Mbarrier) {
 }
 
 /// `tcgen05.ld.32x32b.xN`: thread t of the warp reads lane `lane + t`, columns
-/// `column .. column + N` into N registers. Asynchronous: call [`wait_ld`] before use.
+/// `column .. column + N` into N registers (N = `columns`, a power of two up to 128).
+/// Asynchronous: call [`wait_ld`] before using the values.
 #[track_caller]
-pub fn ld_32x32b<const N: usize>(taddr: Val<u32>) -> [Val<u32>; N] {
+pub fn ld_32x32b(taddr: Val<u32>, columns: usize) -> Vec<Val<u32>> {
     let loc = SourceLoc::caller();
-    if !(N.is_power_of_two() && N <= 128) {
+    if !(columns.is_power_of_two() && columns <= 128) {
         trace_error(format!(
-            "tcgen05.ld.32x32b loads 1, 2, 4, ... or 128 columns, not {N}"
+            "tcgen05.ld.32x32b loads 1, 2, 4, ... or 128 columns, not {columns}"
         ));
     }
     let regs = with_builder(|b| {
-        let dst: Vec<_> = (0..N).map(|_| b.new_reg(crate::ir::Ty::U32)).collect();
+        let dst: Vec<_> = (0..columns)
+            .map(|_| b.new_reg(crate::ir::Ty::U32))
+            .collect();
         b.push(
             Op::Tcgen05(Tcgen05Op::Ld32x32b {
                 dst: dst.clone(),
@@ -156,7 +159,7 @@ pub fn ld_32x32b<const N: usize>(taddr: Val<u32>) -> [Val<u32>; N] {
         );
         dst
     });
-    std::array::from_fn(|i| Val::from_reg(regs[i]))
+    regs.into_iter().map(Val::from_reg).collect()
 }
 
 /// `tcgen05.wait::ld`: this thread's TMEM loads have landed.

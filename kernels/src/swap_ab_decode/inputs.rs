@@ -1,0 +1,223 @@
+//! Stages 1-2: every global load of the tile first, then Q RoPE and KV dequantisation into
+//! shared memory.
+
+use dsl_core::arch::cvt::{
+    bf16x2_mul, bf16x2_to_f32x2, e2m1x2_to_bf16x2, e4m3_to_bf16x2_splat, e4m3x4_to_bf16x4_scaled,
+    f32x2_to_bf16x2, ue8m0_to_bf16x2,
+};
+use dsl_core::arch::memory::{
+    LoadOpts, load, load_vec, load_vec_if, store, store_vec, store_vec_if,
+};
+use dsl_core::trace::{Pred, Tensor, Val};
+use dsl_macros::device;
+use half::bf16;
+
+use super::plan::Plan;
+use super::smem::Buffers;
+use super::{HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
+
+/// One of the two slot lists and its paged cache.
+pub struct KvList {
+    pub cache: Tensor<u8, 3>,
+    pub idx: Tensor<i32, 2>,
+    pub len: Tensor<i32, 1>,
+    pub width: u32,
+    pub page: u32,
+    pub fp4: bool,
+}
+
+impl KvList {
+    fn row_bytes(&self) -> u32 {
+        if self.fp4 { 256 } else { 512 }
+    }
+
+    fn record_bytes(&self) -> u32 {
+        self.row_bytes() + if self.fp4 { 32 } else { 16 }
+    }
+}
+
+/// The query side of one token.
+pub struct QueryInputs {
+    pub q: Tensor<bf16, 3>,
+    pub positions: Tensor<i64, 1>,
+    pub cos_sin: Tensor<f32, 2>,
+    pub token: Val<u32>,
+}
+
+const NC: LoadOpts = LoadOpts { nc: true };
+
+/// Loads the tile's `rows` slots of `list` starting at row `row0`, Q and cos/sin, then
+/// writes Q (RoPEd) and the dequantised KV rows to shared memory, the valid flag of each
+/// row and the cos|sin row. Invalid rows read nothing and are written as zeros. Returns
+/// whether the tile has any row inside the list's length (the same in every thread).
+#[device]
+#[allow(clippy::too_many_arguments)]
+pub fn stage_inputs(
+    plan: &Plan,
+    list: &KvList,
+    query: &QueryInputs,
+    buf: &Buffers,
+    tid: Val<u32>,
+    row0: Val<u32>,
+    rows: u32,
+) -> Pred {
+    let threads = THREADS as u32;
+    // Gather mapping: `per_row` threads share a row; lane % rows_per_warp is the row within
+    // the warp and lane / rows_per_warp the part, which owns 16-byte chunks part, part +
+    // per_row, ... so that one warp-wide load covers per_row * 16 contiguous bytes a row.
+    let per_row = threads / rows;
+    let rows_per_warp = 32 / per_row;
+    let lane = tid & 31u32;
+    let row = (tid >> 5) * rows_per_warp + lane % rows_per_warp;
+    let part = lane / rows_per_warp;
+    let token = query.token.cast::<i64>();
+
+    // Slot ids first: they do not wait for the length (one dependent round trip less).
+    let slot_pos = row0 + row;
+    let id_addr = list.idx.base() + (token * list.idx.stride(0) + slot_pos.cast::<i64>()) * 4i64;
+    let [slot_id] = load_vec_if::<i32, 1, _>(id_addr, slot_pos < list.width, -1i32, NC);
+    let length: Val<i32> = load(list.len.base() + token * list.len.stride(0) * 4i64);
+    let limit = length.min(list.width as i32);
+    let position: Val<i64> =
+        load(query.positions.base() + token * query.positions.stride(0) * 8i64);
+    let live = row0.cast::<i32>() < limit;
+    let in_range = slot_pos.cast::<i32>() < limit;
+
+    // Q: 16-byte pieces of the chunk-interleaved row: element (h, d) of the token sits at
+    // (d / 16) * HP * 16 + h * 16 + d % 16. Only a thread's last piece can reach the RoPE
+    // dims (pieces are dealt out in order of d).
+    let heads = plan.heads;
+    let padded_heads = query.q.extent(1);
+    let q_row = query.q.base() + token * query.q.stride(0) * 2i64;
+    let mut q_words = Vec::new();
+    let mut q_where = Vec::new();
+    for k in 0..plan.q_pieces {
+        let piece = tid + threads * k;
+        let chunk16 = piece / (2 * heads);
+        let head = (piece % (2 * heads)) / 2;
+        let half = piece % 2;
+        let element =
+            chunk16.cast::<i64>() * padded_heads * 16i64 + (head * 16 + half * 8).cast::<i64>();
+        q_words.push(load_vec::<u32, 4, _>(q_row + element * 2i64));
+        q_where.push((head, chunk16 * 16 + half * 8));
+    }
+
+    // KV gather, predicated: invalid rows read nothing and keep zeros.
+    let slots = list.cache.extent(0) * list.page as i64;
+    let valid = in_range & (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
+    let page_shift = list.page.trailing_zeros();
+    let block = slot_id >> page_shift;
+    let in_page = slot_id & (list.page as i32 - 1);
+    let record = list.record_bytes();
+    let row_bytes = list.row_bytes();
+    let data = list.cache.base()
+        + block.cast::<i64>() * list.cache.stride(0)
+        + (in_page * record as i32).cast::<i64>();
+    let chunks = row_bytes / 16 / per_row;
+    let mut kv_words = Vec::new();
+    for k in 0..chunks {
+        let chunk = part + per_row * k;
+        kv_words.push(load_vec_if::<u32, 4, _>(data + chunk * 16, valid, 0u32, NC));
+    }
+    let mut scale_words =
+        load_vec_if::<u32, 4, _>(data + row_bytes as i64, valid, 0u32, NC).to_vec();
+    if list.fp4 {
+        scale_words.extend(load_vec_if::<u32, 4, _>(
+            data + (row_bytes + 16) as i64,
+            valid,
+            0u32,
+            NC,
+        ));
+    }
+
+    // cos | sin at the query position (after the KV loads: the position may arrive later
+    // than the slot ids). The whole row also goes to shared memory for the epilogue.
+    let (_, last_d) = q_where[q_where.len() - 1];
+    let rope = last_d >= ROPE_START as u32;
+    let pair0 = (last_d.max(ROPE_START as u32) - ROPE_START as u32) / 2;
+    let cs_row = query.cos_sin.base() + position * query.cos_sin.stride(0) * 4i64;
+    let cosines = load_vec_if::<f32, 4, _>(cs_row + pair0 * 4, rope, 1.0f32, NC);
+    let sines =
+        load_vec_if::<f32, 4, _>(cs_row + (pair0 + ROPE_DIM as u32 / 2) * 4, rope, 0.0f32, NC);
+    let cs_piece = tid % 16;
+    let cs_loader = tid < 16;
+    let cs_words = load_vec_if::<u32, 4, _>(cs_row + cs_piece * 16, cs_loader, 0u32, NC);
+
+    // Q RoPE (fp32, GPT-J pairs) -> bf16 -> shared [H, 512].
+    for (k, (words, (head, d0))) in q_words.iter().zip(&q_where).enumerate() {
+        let mut words = *words;
+        if k + 1 == q_words.len() {
+            for w in 0..4 {
+                let (even, odd) = bf16x2_to_f32x2(words[w].bitcast());
+                let (c, s) = (cosines[w], sines[w]);
+                let rotated_even = even.fma(c, -(odd * s));
+                let rotated_odd = odd.fma(c, even * s);
+                let rotated = f32x2_to_bf16x2(rotated_even, rotated_odd).bitcast::<u32>();
+                words[w] = rope.select(rotated, words[w]);
+            }
+        }
+        store_vec(buf.q.at(*head, *d0), words);
+    }
+
+    // KV dequant -> shared [128, 512] bf16.
+    for (k, words) in kv_words.iter().enumerate() {
+        let chunk = part + per_row * k as u32;
+        if list.fp4 {
+            // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2c, 2c + 1 of
+            // the record's 32 scale bytes: word c / 2, bytes 2 (c % 2) and 2 (c % 2) + 1.
+            let first_word = (per_row / 2) * k as u32;
+            let mut scale_word = scale_words[first_word as usize];
+            for extra in 1..per_row / 2 {
+                let pick = (part / 2) == extra;
+                scale_word = pick.select(scale_words[(first_word + extra) as usize], scale_word);
+            }
+            let shift = (part % 2) * 16;
+            let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
+            let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);
+            for w in 0..4 {
+                let scale = if w < 2 { low_scale } else { high_scale };
+                let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
+                    bf16x2_mul(e2m1x2_to_bf16x2(words[w], byte as u8), scale).bitcast()
+                });
+                store_vec(buf.kv.at(row, chunk * 32 + 8 * w as u32), dims);
+            }
+        } else {
+            // 16 bytes = dims [16 c, 16 c + 16), scaled by ue8m0 byte g = c / 2 of the
+            // record's 16 scale bytes; g's static part is (per_row / 2) k, part / 2 adds
+            // 0..per_row/2 inside the same word.
+            let g0 = (per_row / 2) * k as u32;
+            let e =
+                (scale_words[(g0 / 4) as usize] >> (8 * (g0 % 4)) >> ((part / 2) * 8)) & 0xffu32;
+            let scale = ue8m0_to_bf16x2(e);
+            for half in 0..2 {
+                let [a, b] = e4m3x4_to_bf16x4_scaled(words[2 * half], scale);
+                let [c, d] = e4m3x4_to_bf16x4_scaled(words[2 * half + 1], scale);
+                let dims = [a, b, c, d].map(|x| x.bitcast::<u32>());
+                store_vec(buf.kv.at(row, chunk * 16 + 8 * half as u32), dims);
+            }
+        }
+    }
+    store(buf.valid.at1(row), valid.select(1i32, 0i32));
+    if rows < TILE as u32 {
+        // The rows no slot fills never take part.
+        store(buf.valid.at1(rows + tid % (TILE as u32 - rows)), 0i32);
+    }
+    store_vec_if(buf.cos_sin.at1(cs_piece * 4), cs_words, cs_loader);
+    live
+}
+
+/// Zeros rows `rows..128` of the KV tile, which a 64-row SWA tile does not fill: the S MMA
+/// reads all 128 rows (their scores are masked, but must not be uninitialised memory).
+#[device]
+pub fn zero_stale_rows(buf: &Buffers, tid: Val<u32>, rows: u32) {
+    let threads = THREADS as u32;
+    let chunks_per_row = HEAD_DIM as u32 * 2 / 16;
+    let stale_chunks = (TILE as u32 - rows) * chunks_per_row;
+    let zero = Val::<u32>::constant(0);
+    for k in 0..stale_chunks / threads {
+        let chunk = tid + threads * k;
+        let row = rows + chunk / chunks_per_row;
+        let dim = (chunk % chunks_per_row) * 8;
+        store_vec(buf.kv.at(row, dim), [zero; 4]);
+    }
+}

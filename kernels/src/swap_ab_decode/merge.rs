@@ -1,0 +1,163 @@
+//! Stages 8-9: pull every peer's partial of this CTA's output units over distributed shared
+//! memory, merge with the sink, undo RoPE, cast to MXFP8 and store in the o-fused layout.
+
+use dsl_core::arch::cluster::cluster_arrive_relaxed;
+use dsl_core::arch::cvt::{f32x4_to_e4m3x4, ue8m0_round_up};
+use dsl_core::arch::memory::{load, load_vec, store_if, store_u8};
+use dsl_core::arch::thread::shfl_xor;
+use dsl_core::trace::{E4m3, Tensor, Val};
+use dsl_macros::device;
+
+use super::plan::{Plan, THREADS_PER_UNIT};
+use super::smem::Buffers;
+use super::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
+
+/// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
+/// is a real one, and the unit (head * 16 + 32-dim chunk).
+fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> (Val<u32>, Val<u32>) {
+    let first = rank * plan.units_per_cta;
+    // The last CTA may own fewer units than the others.
+    let count = (plan.units - first).min(plan.units_per_cta);
+    let index = tid / THREADS_PER_UNIT + pass * (THREADS as u32 / THREADS_PER_UNIT);
+    let unit = first + index.min(count - 1);
+    (index, unit)
+}
+
+/// Stage 8: per merge pass, the 4 fp32 values of this thread's slice of its unit from every
+/// peer's partial, peers in rank order.
+#[device]
+pub fn pull_partials(
+    plan: &Plan,
+    buf: &Buffers,
+    tid: Val<u32>,
+    rank: Val<u32>,
+) -> Vec<Vec<[Val<f32>; 4]>> {
+    let slice = tid % THREADS_PER_UNIT;
+    let partial = buf.partial(plan);
+    let mut pulls = Vec::new();
+    for pass in 0..plan.merge_passes {
+        let (_, unit) = unit_of(plan, pass, tid, rank);
+        let head = unit / 16;
+        let dim = (unit % 16) * 32 + slice * 4;
+        let local = partial.at(head, dim);
+        let mut peers = Vec::new();
+        for peer in 0..plan.cluster {
+            peers.push(load_vec::<f32, 4, _>(local.in_cta(peer)));
+        }
+        pulls.push(peers);
+    }
+    pulls
+}
+
+/// Stage 8: every peer's statistics into this CTA's copy of the table.
+#[device]
+pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
+    let entries = plan.stats_len();
+    let per_cta = 2 * plan.heads;
+    for k in 0..entries.div_ceil(THREADS as u32) {
+        let i = (tid + THREADS as u32 * k).min(entries - 1);
+        let peer = i / per_cta;
+        let at = buf.stats.base() + i * 4;
+        let value: Val<f32> = load(at.in_cta(peer));
+        store_if(at, value, peer != rank);
+    }
+}
+
+/// Stage 9 for every merge pass: combine the peers' partials with their statistics and the
+/// sink, inverse RoPE, MXFP8 cast, store in the o-fused layout.
+#[device]
+#[allow(clippy::too_many_arguments)]
+pub fn merge_and_store(
+    plan: &Plan,
+    buf: &Buffers,
+    pulls: &[Vec<[Val<f32>; 4]>],
+    tid: Val<u32>,
+    rank: Val<u32>,
+    token: Val<u32>,
+    sink: Tensor<f32, 1>,
+    out: Tensor<E4m3, 3>,
+    out_scale: Tensor<i32, 3>,
+) {
+    let slice = tid % THREADS_PER_UNIT;
+    let first = rank * plan.units_per_cta;
+    let count = (plan.units - first).min(plan.units_per_cta);
+    let token = token.cast::<i64>();
+    for (pass, parts) in pulls.iter().enumerate() {
+        let (index, unit) = unit_of(plan, pass as u32, tid, rank);
+        let active = index < count;
+        let head = unit / 16;
+        let chunk = unit % 16;
+        let sink_logit: Val<f32> = load(sink.base() + head.cast::<i64>() * sink.stride(0) * 4i64);
+        let sink2 = sink_logit * LOG2E as f32;
+        let mut maxima = Vec::new();
+        let mut sums = Vec::new();
+        let mut big = sink2;
+        for peer in 0..plan.cluster {
+            let m: Val<f32> = load(buf.stat(peer, 0, head));
+            let l: Val<f32> = load(buf.stat(peer, 1, head));
+            big = (l > 0.0f32).select(big.max(m), big);
+            maxima.push(m);
+            sums.push(l);
+        }
+        big = ((big == f32::INFINITY) | (big == f32::NEG_INFINITY)).select(0.0f32, big);
+        let mut denominator = (sink2 - big).ex2();
+        let mut acc = [Val::<f32>::constant(0.0); 4];
+        for peer in 0..plan.cluster as usize {
+            let weight = (sums[peer] > 0.0f32).select((maxima[peer] - big).ex2(), 0.0f32);
+            denominator = weight.fma(sums[peer], denominator);
+            for e in 0..4 {
+                acc[e] = parts[peer][e].fma(weight, acc[e]);
+            }
+        }
+        let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);
+        let o = acc.map(|a| ok.select(a / denominator, 0.0f32));
+        if pass + 1 == pulls.len() {
+            // Every pulled value is consumed: peers may leave once all of them got here too
+            // (the split barrier's wait is the last thing before exit).
+            cluster_arrive_relaxed();
+        }
+
+        // Inverse GPT-J RoPE on dims >= 448 (identity elsewhere).
+        let rope_chunk = ROPE_START as u32 / 32;
+        let is_rope = chunk >= rope_chunk;
+        let pair0 = (chunk * 16 + slice * 2).max(rope_chunk * 16) - rope_chunk * 16;
+        let cosines = load_vec::<f32, 2, _>(buf.cos_sin.at1(pair0));
+        let sines = load_vec::<f32, 2, _>(buf.cos_sin.at1(pair0 + ROPE_DIM as u32 / 2));
+        let mut x = Vec::new();
+        for pair in 0..2 {
+            let c = is_rope.select(cosines[pair], 1.0f32);
+            let s = is_rope.select(sines[pair], 0.0f32);
+            let (even, odd) = (o[2 * pair], o[2 * pair + 1]);
+            x.push(even.fma(c, s * odd));
+            x.push(odd.fma(c, -(s * even)));
+        }
+
+        // MXFP8: ue8m0 = ceil(log2(amax / 448)) over the 32-dim chunk (8 threads).
+        let mut amax = x[0].abs().max(x[1].abs()).max(x[2].abs().max(x[3].abs()));
+        for shift in [4, 2, 1] {
+            amax = amax.max(shfl_xor(amax, shift));
+        }
+        let amax = amax.max(1e-10f32);
+        let exponent = ue8m0_round_up(amax * (1.0f32 / 448.0));
+        let inverse = ((254u32 - exponent) << 23).bitcast::<f32>();
+        let codes = f32x4_to_e4m3x4([
+            x[0] * inverse,
+            x[1] * inverse,
+            x[2] * inverse,
+            x[3] * inverse,
+        ]);
+
+        let group = (head / WV_GROUP_SIZE as u32).cast::<i64>();
+        let column = chunk * WV_GROUP_SIZE as u32 + head % WV_GROUP_SIZE as u32;
+        let data = out.base()
+            + token * out.stride(0)
+            + group * out.stride(1)
+            + (column * 32 + slice * 4).cast::<i64>();
+        store_if(data, codes, active);
+        let scale_index = token * out_scale.stride(0)
+            + group * out_scale.stride(1)
+            + (column / 4).cast::<i64>() * out_scale.stride(2);
+        let scale_at = out_scale.base() + scale_index * 4i64 + (column % 4).cast::<i64>();
+        store_u8(scale_at, exponent, Some(active & (slice == 0)));
+    }
+}

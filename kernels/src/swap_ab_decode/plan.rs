@@ -1,0 +1,116 @@
+//! Everything the kernel derives from its [`CompileKey`] at trace time: tile counts, how
+//! work is split over threads, TMEM columns, and the shared-memory layouts.
+
+use dsl_core::Target;
+use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Swizzle, canonical};
+
+use super::{CompileKey, ExtraRecord, HEAD_DIM, THREADS, TILE};
+
+/// Static facts of one compiled kernel.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub key: CompileKey,
+    /// Live heads (H).
+    pub heads: u32,
+    /// SWA tiles (KT) and compressed tiles (ET); the cluster has C = KT + ET CTAs.
+    pub swa_tiles: u32,
+    pub extra_tiles: u32,
+    pub cluster: u32,
+    /// Score / P columns a softmax thread owns (H / 4: four column groups of warps).
+    pub cols_per_thread: u32,
+    /// 16-byte pieces of Q each thread loads (H * 512 / 8 / 512).
+    pub q_pieces: u32,
+    /// (head, 32-dim chunk) output units, units per CTA, and 64-unit passes over them.
+    pub units: u32,
+    pub units_per_cta: u32,
+    pub merge_passes: u32,
+    /// TMEM (sm_100): O hi|lo of the four 128-dim M-blocks at columns `mb * 2H`, then S.
+    pub s_column: u32,
+    pub tmem_columns: u32,
+}
+
+/// Threads that cooperate on one output unit in the merge (4 dims = 16 bytes each).
+pub const THREADS_PER_UNIT: u32 = 8;
+
+impl Plan {
+    pub fn new(key: &CompileKey) -> Plan {
+        let heads = key.heads as u32;
+        let swa_tiles = key.swa_tiles() as u32;
+        let extra_tiles = key.extra_tiles() as u32;
+        let cluster = swa_tiles + extra_tiles;
+        let units = (HEAD_DIM as u32 / 32) * heads;
+        let units_per_cta = units.div_ceil(cluster);
+        let s_column = 8 * heads;
+        Plan {
+            key: *key,
+            heads,
+            swa_tiles,
+            extra_tiles,
+            cluster,
+            cols_per_thread: heads / 4,
+            q_pieces: heads * HEAD_DIM as u32 / 8 / THREADS as u32,
+            units,
+            units_per_cta,
+            merge_passes: units_per_cta.div_ceil(THREADS as u32 / THREADS_PER_UNIT),
+            s_column,
+            tmem_columns: if s_column + heads <= 256 { 256 } else { 512 },
+        }
+    }
+
+    pub fn target(&self) -> Target {
+        self.key.target
+    }
+
+    pub fn extra_is_fp4(&self) -> bool {
+        self.key.extra_record == ExtraRecord::Nvfp4
+    }
+
+    /// Per-CTA statistics (m, l) of every head, for the whole cluster.
+    pub fn stats_len(&self) -> u32 {
+        self.cluster * 2 * self.heads
+    }
+
+    /// The KV tile: `[128 rows, 512 dims]` bf16, K-major, 128-byte swizzle (8 k-blocks of
+    /// 16 KiB). It is the A operand of S = KV . Q^T and, transposed, of O = KV^T . P.
+    pub fn kv_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        canonical::k_major(Swizzle::B128, TILE as i64, HEAD_DIM as i64, 2)
+    }
+
+    /// Q after RoPE: `[H, 512]` bf16, K-major, 128-byte swizzle: the B operand of S.
+    pub fn q_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        canonical::k_major(Swizzle::B128, self.heads as i64, HEAD_DIM as i64, 2)
+    }
+
+    /// P as `[2H, 128 rows]` bf16, MN-major (the H hi columns, then the H lo columns, are
+    /// contiguous in a row): the B operand of O. One swizzle row holds 2H bf16, so H = 32
+    /// takes the 128-byte swizzle and H = 16 the 64-byte one.
+    pub fn p_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        let swizzle = if self.heads == 32 {
+            Swizzle::B128
+        } else {
+            Swizzle::B64
+        };
+        canonical::mn_major(swizzle, 2 * self.heads as i64, TILE as i64, 2)
+    }
+
+    /// The fp32 partial output `[H, 512]`, row-major; it reuses the KV tile's bytes once
+    /// both MMAs have read them.
+    pub fn partial_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        let layout = Layout::new(
+            IntTuple::of(&[self.heads as i64, HEAD_DIM as i64]),
+            IntTuple::of(&[HEAD_DIM as i64, 1]),
+        )?;
+        ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
+    }
+
+    /// sm_90: the scores `[128 rows, H]` f32 in shared memory, where sm_100 keeps them in
+    /// TMEM; rows padded by 16 bytes so the row-per-thread reads do not collide in banks.
+    pub fn scores_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        let pitch = self.heads as i64 + 4;
+        let layout = Layout::new(
+            IntTuple::of(&[TILE as i64, self.heads as i64]),
+            IntTuple::of(&[pitch, 1]),
+        )?;
+        ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
+    }
+}

@@ -1,0 +1,120 @@
+//! The kernel's shared memory: named, aligned buffers with their layouts.
+
+use dsl_core::Target;
+use dsl_core::arch::memory::{Smem, store_vec};
+use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Swizzle};
+use dsl_core::trace::{Index, SmemRegion, SmemTile, Val, smem_alloc, smem_tile, trace_error};
+
+use super::plan::Plan;
+use super::{ROPE_DIM, THREADS, TILE};
+
+/// Every shared buffer of the kernel.
+pub struct Buffers {
+    /// `[128, 512]` bf16 KV tile (K-major SW128); later the fp32 partial `[H, 512]`.
+    pub kv: SmemTile,
+    /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
+    pub q: SmemTile,
+    /// `[2H, 128]` bf16 P hi | lo (MN-major).
+    pub p: SmemTile,
+    /// One i32 per KV row: 1 where the row takes part.
+    pub valid: SmemTile,
+    /// `[4, H]` f32: per lane quadrant, each head's column max; then the column sums.
+    pub red_max: SmemTile,
+    pub red_sum: SmemTile,
+    /// `[2C, H]` f32: row 2r holds CTA r's per-head max, row 2r + 1 its sum.
+    pub stats: SmemTile,
+    /// The 64 cos | sin values of the token's position.
+    pub cos_sin: SmemTile,
+    /// sm_90: the scores `[128, H]` f32 (sm_100 keeps them in TMEM).
+    pub scores: Option<SmemTile>,
+    /// sm_100: the two mbarriers MMA completion arrives on, and the TMEM address slot.
+    pub mma_barriers: Option<SmemRegion>,
+    pub tmem_slot: Option<SmemRegion>,
+}
+
+fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
+    let mut strides = vec![1i64; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    let layout = Layout::new(IntTuple::of(shape), IntTuple::of(&strides))
+        .expect("a row-major layout of positive extents");
+    ComposedLayout::new(Swizzle::NONE, 0, layout, elem_bytes)
+        .expect("an unswizzled layout composes")
+}
+
+fn checked(
+    what: &str,
+    layout: Result<ComposedLayout, dsl_core::layout::LayoutError>,
+) -> ComposedLayout {
+    layout.unwrap_or_else(|e| {
+        trace_error(format!("{what} layout: {e}"));
+        plain(&[1], 4)
+    })
+}
+
+impl Buffers {
+    #[track_caller]
+    pub fn allocate(plan: &Plan) -> Buffers {
+        let heads = plan.heads as i64;
+        let kv = smem_tile("kv", checked("KV", plan.kv_layout()));
+        let q = smem_tile("q", checked("Q", plan.q_layout()));
+        let p = smem_tile("p", checked("P", plan.p_layout()));
+        let valid = smem_tile("valid", plain(&[TILE as i64], 4));
+        let red_max = smem_tile("red_max", plain(&[4, heads], 4));
+        let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
+        let stats = smem_tile("stats", plain(&[2 * plan.cluster as i64, heads], 4));
+        let cos_sin = smem_tile("cos_sin", plain(&[ROPE_DIM as i64], 4));
+        let (scores, mma_barriers, tmem_slot) = match plan.target() {
+            Target::Sm90a => (
+                Some(smem_tile("scores", checked("scores", plan.scores_layout()))),
+                None,
+                None,
+            ),
+            Target::Sm100a => (
+                None,
+                Some(smem_alloc("mma_barriers", 16, 8)),
+                Some(smem_alloc("tmem_slot", 4, 16)),
+            ),
+        };
+        Buffers {
+            kv,
+            q,
+            p,
+            valid,
+            red_max,
+            red_sum,
+            stats,
+            cos_sin,
+            scores,
+            mma_barriers,
+            tmem_slot,
+        }
+    }
+
+    /// The fp32 partial `[H, 512]` over the KV tile's bytes.
+    #[track_caller]
+    pub fn partial(&self, plan: &Plan) -> SmemTile {
+        self.kv.view(checked("partial", plan.partial_layout()))
+    }
+
+    /// Statistic `which` (0: max, 1: sum) of cluster CTA `rank`, per head.
+    #[track_caller]
+    pub fn stat(&self, rank: impl Index, which: u32, head: impl Index) -> Smem {
+        match rank.int() {
+            dsl_core::layout::Int::Static(r) => self.stats.at(2 * r + which as i64, head),
+            dsl_core::layout::Int::Dynamic(r) => self.stats.at(r * 2 + which, head),
+        }
+    }
+
+    /// Stores zeros over the whole partial.
+    #[track_caller]
+    pub fn zero_partial(&self, plan: &Plan, tid: Val<u32>) {
+        let zero = Val::<u32>::constant(0);
+        let pieces = plan.heads * 512 * 4 / 16;
+        for z in 0..pieces / THREADS as u32 {
+            let addr = self.kv.base() + (tid + z * THREADS as u32) * 16;
+            store_vec(addr, [zero; 4]);
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! Stages 4-6 shared by both targets: softmax down each head's column of S, the P hi/lo
+//! split, the column sums and this CTA's statistics.
+
+use dsl_core::arch::cvt::{bf16x2_to_f32x2, f32x2_to_bf16x2};
+use dsl_core::arch::memory::{load, load_vec, store, store_vec, store_vec_if};
+use dsl_core::arch::sync::sync_threads;
+use dsl_core::arch::thread::shfl_xor;
+use dsl_core::trace::Val;
+use dsl_macros::device;
+
+use super::plan::Plan;
+use super::smem::Buffers;
+
+/// A softmax thread's rows and columns: warp w covers lanes (rows) 32 (w % 4) .. + 32 of the
+/// tile and the column group w / 4 of the heads.
+fn row_and_group(warp: Val<u32>, lane: Val<u32>) -> (Val<u32>, Val<u32>, Val<u32>) {
+    let quadrant = warp & 3u32;
+    (quadrant, warp >> 2, quadrant * 32 + lane)
+}
+
+/// From this thread's scores (row t, columns 4 .. of its group): the probabilities
+/// 2^(s * scale_log2 - column max) of valid rows (0 elsewhere), written to P as bf16 hi and
+/// lo halves. Returns the fp32 probabilities for the column sums.
+#[device]
+pub fn softmax_to_p(
+    plan: &Plan,
+    buf: &Buffers,
+    scores: Vec<Val<f32>>,
+    scale_log2: Val<f32>,
+    warp: Val<u32>,
+    lane: Val<u32>,
+) -> Vec<Val<f32>> {
+    let (quadrant, group, row) = row_and_group(warp, lane);
+    let cols = plan.cols_per_thread;
+    let first_col = group * cols;
+    let row_ok = load::<i32, _>(buf.valid.at1(row)) != 0;
+    let logits: Vec<Val<f32>> = scores
+        .iter()
+        .map(|s| row_ok.select(*s * scale_log2, f32::NEG_INFINITY))
+        .collect();
+
+    // Column max over the 128 rows: a butterfly over the warp's 32 rows (every column of the
+    // thread in lockstep), then across the 4 lane quadrants through shared memory.
+    let mut maxima = logits.clone();
+    for shift in [16, 8, 4, 2, 1] {
+        for m in maxima.iter_mut() {
+            *m = m.max(shfl_xor(*m, shift));
+        }
+    }
+    let writer = lane == 0;
+    for k4 in 0..cols / 4 {
+        let four = [0, 1, 2, 3].map(|e| maxima[(4 * k4 + e) as usize]);
+        store_vec_if(buf.red_max.at(quadrant, first_col + 4 * k4), four, writer);
+    }
+    sync_threads();
+    let mut column_max = Vec::new();
+    for k4 in 0..cols / 4 {
+        let mut four = load_vec::<f32, 4, _>(buf.red_max.at(0u32, first_col + 4 * k4));
+        for other in 1..4u32 {
+            let theirs = load_vec::<f32, 4, _>(buf.red_max.at(other, first_col + 4 * k4));
+            for e in 0..4 {
+                four[e] = four[e].max(theirs[e]);
+            }
+        }
+        // A column with no valid row: keep exp() finite (every p is 0 anyway).
+        column_max.extend(four.map(|m| (m == f32::NEG_INFINITY).select(0.0f32, m)));
+    }
+    let probs: Vec<Val<f32>> = logits
+        .iter()
+        .zip(&column_max)
+        .map(|(x, m)| (*x - *m).ex2())
+        .collect();
+
+    // P = hi + lo, both bf16 (to ~16 bits): the O MMA adds the two halves' products.
+    let mut hi = Vec::new();
+    let mut lo = Vec::new();
+    for pair in probs.chunks(2) {
+        let high = f32x2_to_bf16x2(pair[0], pair[1]);
+        let (h0, h1) = bf16x2_to_f32x2(high);
+        hi.push(high.bitcast::<u32>());
+        lo.push(f32x2_to_bf16x2(pair[0] - h0, pair[1] - h1).bitcast::<u32>());
+    }
+    store_words(buf.p.at(first_col, row), &hi);
+    store_words(buf.p.at(first_col + plan.heads, row), &lo);
+    probs
+}
+
+/// Stores 2 or 4 consecutive 32-bit words.
+fn store_words(at: dsl_core::arch::memory::Smem, words: &[Val<u32>]) {
+    match words {
+        [a, b] => store_vec(at, [*a, *b]),
+        [a, b, c, d] => store_vec(at, [*a, *b, *c, *d]),
+        other => panic!("P rows of {} words: H must be 16 or 32", other.len()),
+    }
+}
+
+/// Each head's column sum of the probabilities over the tile, per lane quadrant.
+#[device]
+pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32>, lane: Val<u32>) {
+    let (quadrant, group, _) = row_and_group(warp, lane);
+    let cols = plan.cols_per_thread;
+    let mut sums = probs.to_vec();
+    for shift in [16, 8, 4, 2, 1] {
+        for s in sums.iter_mut() {
+            *s += shfl_xor(*s, shift);
+        }
+    }
+    let writer = lane == 0;
+    for k4 in 0..cols / 4 {
+        let four = [0, 1, 2, 3].map(|e| sums[(4 * k4 + e) as usize]);
+        store_vec_if(
+            buf.red_sum.at(quadrant, group * cols + 4 * k4),
+            four,
+            writer,
+        );
+    }
+}
+
+/// This CTA's statistics for the merge: per head the tile's max (0 when no row is valid)
+/// and sum of probabilities.
+#[device]
+pub fn write_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
+    if tid < plan.heads {
+        let mut max = load::<f32, _>(buf.red_max.at(0u32, tid));
+        let mut sum = load::<f32, _>(buf.red_sum.at(0u32, tid));
+        for quadrant in 1..4u32 {
+            max = max.max(load::<f32, _>(buf.red_max.at(quadrant, tid)));
+            sum += load::<f32, _>(buf.red_sum.at(quadrant, tid));
+        }
+        max = (max == f32::NEG_INFINITY).select(0.0f32, max);
+        store(buf.stat(rank, 0, tid), max);
+        store(buf.stat(rank, 1, tid), sum);
+    }
+}
