@@ -13,6 +13,7 @@
 pub mod cache;
 pub mod case_file;
 pub mod cases;
+pub mod dispatch;
 mod inputs;
 pub mod kernel;
 pub mod key;
@@ -31,6 +32,7 @@ mod softmax;
 pub use cache::PagedCache;
 pub use case_file::{CaseFile, CaseFileError};
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
+pub use dispatch::{LayerShape, dispatch, snapshot_keys, warmup_keys};
 pub use kernel::swap_ab_decode;
 pub use key::{CompileKey, ExtraRecord, KeyError};
 pub use numerics::{NumericsReport, compare};

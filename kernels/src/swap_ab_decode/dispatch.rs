@@ -1,0 +1,145 @@
+//! From runtime shapes to compile keys: `dispatch` for one call, `warmup_keys` for
+//! everything a layer can hit, and the key set the PTX snapshots pin.
+
+use dsl_core::Target;
+
+use super::{CompileKey, ExtraRecord, KeyError};
+
+/// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
+/// a grid dimension, so one kernel serves every decode step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LayerShape {
+    pub heads: usize,
+    pub swa_width: usize,
+    pub extra_width: usize,
+    /// Bytes of a compressed record: 528 (fp8) or 288 (NVFP4).
+    pub extra_record_bytes: usize,
+    pub swa_page: usize,
+    pub extra_page: usize,
+}
+
+/// The key of a call with these shapes on `target`, validated.
+pub fn dispatch(shape: &LayerShape, target: Target) -> Result<CompileKey, KeyError> {
+    let key = CompileKey {
+        heads: shape.heads,
+        swa_width: shape.swa_width,
+        extra_width: shape.extra_width,
+        extra_record: ExtraRecord::from_bytes(shape.extra_record_bytes)?,
+        swa_page: shape.swa_page,
+        extra_page: shape.extra_page,
+        target,
+    };
+    key.validate()?;
+    Ok(key)
+}
+
+/// Every key a layer of this shape can hit on `target`: compile these at start-up and no
+/// decode step compiles. (One: the token count is not part of the key.)
+pub fn warmup_keys(shape: &LayerShape, target: Target) -> Result<Vec<CompileKey>, KeyError> {
+    Ok(vec![dispatch(shape, target)?])
+}
+
+/// The keys whose PTX is kept as reviewed snapshots: heads {16, 32} x {fp8, NVFP4} x
+/// (NK, NE) in {(128, 512), (128, 1024)} with 64-slot pages, partial tiles (NK 100,
+/// NE 300) and the smallest cluster (NK 64, NE 0).
+pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
+    let key = |heads, swa_width, extra_width, extra_record| CompileKey {
+        heads,
+        swa_width,
+        extra_width,
+        extra_record,
+        swa_page: 64,
+        extra_page: 64,
+        target,
+    };
+    let mut keys = Vec::new();
+    for heads in [16, 32] {
+        for extra_record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
+            for (nk, ne) in [(128, 512), (128, 1024)] {
+                keys.push(key(heads, nk, ne, extra_record));
+            }
+        }
+    }
+    keys.push(key(16, 100, 300, ExtraRecord::Fp8));
+    keys.push(key(32, 100, 300, ExtraRecord::Nvfp4));
+    keys.push(key(16, 64, 0, ExtraRecord::Fp8));
+    keys.push(key(32, 64, 0, ExtraRecord::Fp8));
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> LayerShape {
+        LayerShape {
+            heads: 32,
+            swa_width: 128,
+            extra_width: 512,
+            extra_record_bytes: 288,
+            swa_page: 64,
+            extra_page: 16,
+        }
+    }
+
+    #[test]
+    fn dispatch_builds_and_checks_the_key() {
+        let key = dispatch(&shape(), Target::Sm100a).unwrap();
+        assert_eq!(key.extra_record, ExtraRecord::Nvfp4);
+        assert_eq!(key.cluster_size(), 6);
+        let bad = LayerShape {
+            extra_record_bytes: 300,
+            ..shape()
+        };
+        assert_eq!(dispatch(&bad, Target::Sm100a), Err(KeyError::Record(300)));
+        let bad = LayerShape {
+            heads: 24,
+            ..shape()
+        };
+        assert_eq!(dispatch(&bad, Target::Sm90a), Err(KeyError::Heads(24)));
+        let bad = LayerShape {
+            swa_page: 48,
+            ..shape()
+        };
+        assert!(matches!(
+            dispatch(&bad, Target::Sm90a),
+            Err(KeyError::Page { page: 48, .. })
+        ));
+        let bad = LayerShape {
+            extra_width: 2048,
+            ..shape()
+        };
+        assert!(matches!(
+            dispatch(&bad, Target::Sm90a),
+            Err(KeyError::Cluster { tiles: 18, .. })
+        ));
+        let bad = LayerShape {
+            swa_width: 0,
+            extra_width: 0,
+            ..shape()
+        };
+        assert!(matches!(
+            dispatch(&bad, Target::Sm90a),
+            Err(KeyError::Cluster { tiles: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn warmup_has_the_one_key_of_the_layer() {
+        let keys = warmup_keys(&shape(), Target::Sm90a).unwrap();
+        assert_eq!(keys, vec![dispatch(&shape(), Target::Sm90a).unwrap()]);
+    }
+
+    #[test]
+    fn snapshot_keys_are_valid_and_distinct() {
+        let keys = snapshot_keys(Target::Sm100a);
+        assert_eq!(keys.len(), 12);
+        for k in &keys {
+            k.validate().unwrap();
+        }
+        let names: std::collections::BTreeSet<String> =
+            keys.iter().map(|k| k.to_string()).collect();
+        assert_eq!(names.len(), keys.len());
+        assert!(keys.iter().any(|k| k.cluster_size() == 1));
+    }
+}

@@ -1,0 +1,38 @@
+//! The decode kernel's PTX for every snapshot key on both targets (`snapshot_keys`), one
+//! reviewed file per key: `cargo insta review` blesses a change. `KESTREL_SNAPSHOT_KEY`
+//! filters the keys by name (e.g. `h32_nk128_ne1024`). `tests/ptxas.rs` assembles them.
+
+use dsl_core::Target;
+use dsl_core::emit::ptx::emit;
+use kernels::swap_ab_decode::{snapshot_keys, swap_ab_decode};
+
+/// Shared memory a CTA may opt in to on sm_90 and sm_100 (227 KiB).
+const MAX_SMEM_PER_CTA: u32 = 227 * 1024;
+
+fn check_target(target: Target) {
+    let filter = std::env::var("KESTREL_SNAPSHOT_KEY").unwrap_or_default();
+    for key in snapshot_keys(target) {
+        let name = key.to_string();
+        if !name.contains(&filter) {
+            continue;
+        }
+        let kernel = swap_ab_decode(target, &key).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            kernel.smem_bytes <= MAX_SMEM_PER_CTA,
+            "{name}: {} bytes of shared memory, a CTA may take {MAX_SMEM_PER_CTA}",
+            kernel.smem_bytes
+        );
+        let module = emit(&kernel).unwrap_or_else(|e| panic!("{name}: {e}"));
+        insta::assert_snapshot!(format!("swap_ab_decode__{name}"), module.text);
+    }
+}
+
+#[test]
+fn decode_ptx_sm100a() {
+    check_target(Target::Sm100a);
+}
+
+#[test]
+fn decode_ptx_sm90a() {
+    check_target(Target::Sm90a);
+}
