@@ -31,11 +31,11 @@ use dsl_core::trace::{
     E4m3, Pred, Tensor, Val, cluster_dims, current_target, min_ctas_per_sm, stage, threads,
     trace_error,
 };
-use dsl_macros::kernel;
+use dsl_macros::{device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs, stage_inputs, zero_stale_rows};
-use super::merge::{gather_stats, merge_and_store, pull_partials};
+use super::merge::{EpilogueTensors, gather_stats, merge_and_store, pull_partials};
 use super::mma::Mma;
 use super::plan::Plan;
 use super::smem::Buffers;
@@ -62,6 +62,84 @@ pub fn swap_ab_decode(
     out_scale: Tensor<i32, 3>,
     scale_log2: Val<f32>,
 ) {
+    let params = DecodeParams {
+        q,
+        swa_cache,
+        swa_idx,
+        swa_len,
+        extra_cache,
+        extra_idx,
+        extra_len,
+        positions,
+        cos_sin,
+        sink,
+        out,
+        out_scale,
+        scale_log2,
+    };
+    decode(key, &params, None);
+}
+
+/// [`swap_ab_decode`] with a debug epilogue: it also writes the fp32 output before the
+/// MXFP8 cast (after the inverse RoPE) to `precast` `[s_q, H, 512]`, so that engines can
+/// check it against the reference's pre-cast values.
+#[kernel(name = "swap_ab_decode_debug")]
+#[allow(clippy::too_many_arguments)]
+pub fn swap_ab_decode_debug(
+    #[comptime] key: &CompileKey,
+    q: Tensor<bf16, 3>,
+    swa_cache: Tensor<u8, 3>,
+    swa_idx: Tensor<i32, 2>,
+    swa_len: Tensor<i32, 1>,
+    extra_cache: Tensor<u8, 3>,
+    extra_idx: Tensor<i32, 2>,
+    extra_len: Tensor<i32, 1>,
+    positions: Tensor<i64, 1>,
+    cos_sin: Tensor<f32, 2>,
+    sink: Tensor<f32, 1>,
+    out: Tensor<E4m3, 3>,
+    out_scale: Tensor<i32, 3>,
+    scale_log2: Val<f32>,
+    precast: Tensor<f32, 3>,
+) {
+    let params = DecodeParams {
+        q,
+        swa_cache,
+        swa_idx,
+        swa_len,
+        extra_cache,
+        extra_idx,
+        extra_len,
+        positions,
+        cos_sin,
+        sink,
+        out,
+        out_scale,
+        scale_log2,
+    };
+    decode(key, &params, Some(precast));
+}
+
+/// The runtime parameters of both entry points.
+pub struct DecodeParams {
+    pub q: Tensor<bf16, 3>,
+    pub swa_cache: Tensor<u8, 3>,
+    pub swa_idx: Tensor<i32, 2>,
+    pub swa_len: Tensor<i32, 1>,
+    pub extra_cache: Tensor<u8, 3>,
+    pub extra_idx: Tensor<i32, 2>,
+    pub extra_len: Tensor<i32, 1>,
+    pub positions: Tensor<i64, 1>,
+    pub cos_sin: Tensor<f32, 2>,
+    pub sink: Tensor<f32, 1>,
+    pub out: Tensor<E4m3, 3>,
+    pub out_scale: Tensor<i32, 3>,
+    pub scale_log2: Val<f32>,
+}
+
+/// The kernel body: stages 0 to 10.
+#[device]
+fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3>>) {
     if key.target != current_target() {
         trace_error(format!(
             "the key is for {} but the kernel is traced for {}",
@@ -86,23 +164,23 @@ pub fn swap_ab_decode(
     let rank = cluster_cta_rank();
     let token = block_idx_y();
     let query = QueryInputs {
-        q,
-        positions,
-        cos_sin,
+        q: params.q,
+        positions: params.positions,
+        cos_sin: params.cos_sin,
         token,
     };
     let swa = KvList {
-        cache: swa_cache,
-        idx: swa_idx,
-        len: swa_len,
+        cache: params.swa_cache,
+        idx: params.swa_idx,
+        len: params.swa_len,
         width: key.swa_width as u32,
         page: key.swa_page as u32,
         fp4: false,
     };
     let extra = KvList {
-        cache: extra_cache,
-        idx: extra_idx,
-        len: extra_len,
+        cache: params.extra_cache,
+        idx: params.extra_idx,
+        len: params.extra_len,
         width: key.extra_width as u32,
         page: key.extra_page as u32,
         fp4: plan.extra_is_fp4(),
@@ -151,7 +229,7 @@ pub fn swap_ab_decode(
 
         stage("4: softmax down each head's column; P = hi + lo");
         let scores = mma.load_scores(&plan, &buf, warp, lane);
-        let probs = softmax_to_p(&plan, &buf, scores, scale_log2, warp, lane);
+        let probs = softmax_to_p(&plan, &buf, scores, params.scale_log2, warp, lane);
         fence_proxy_async_shared();
         sync_threads();
 
@@ -184,7 +262,13 @@ pub fn swap_ab_decode(
     sync_threads();
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
-    merge_and_store(&plan, &buf, &pulls, tid, rank, token, sink, out, out_scale);
+    let tensors = EpilogueTensors {
+        sink: params.sink,
+        out: params.out,
+        out_scale: params.out_scale,
+        precast,
+    };
+    merge_and_store(&plan, &buf, &pulls, tid, rank, token, &tensors);
 
     stage("10: nobody exits while a peer may still read its shared memory");
     cluster_wait();

@@ -3,7 +3,7 @@
 
 use dsl_core::arch::cluster::cluster_arrive_relaxed;
 use dsl_core::arch::cvt::{f32x4_to_e4m3x4, ue8m0_round_up};
-use dsl_core::arch::memory::{load, load_vec, store_if, store_u8};
+use dsl_core::arch::memory::{load, load_vec, store_if, store_u8, store_vec_if};
 use dsl_core::arch::thread::shfl_xor;
 use dsl_core::trace::{E4m3, Tensor, Val};
 use dsl_macros::device;
@@ -63,10 +63,18 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     }
 }
 
+/// What stage 9 reads and writes in global memory.
+pub struct EpilogueTensors {
+    pub sink: Tensor<f32, 1>,
+    pub out: Tensor<E4m3, 3>,
+    pub out_scale: Tensor<i32, 3>,
+    /// The debug epilogue's `[s_q, H, 512]` fp32 output before the cast.
+    pub precast: Option<Tensor<f32, 3>>,
+}
+
 /// Stage 9 for every merge pass: combine the peers' partials with their statistics and the
 /// sink, inverse RoPE, MXFP8 cast, store in the o-fused layout.
 #[device]
-#[allow(clippy::too_many_arguments)]
 pub fn merge_and_store(
     plan: &Plan,
     buf: &Buffers,
@@ -74,10 +82,9 @@ pub fn merge_and_store(
     tid: Val<u32>,
     rank: Val<u32>,
     token: Val<u32>,
-    sink: Tensor<f32, 1>,
-    out: Tensor<E4m3, 3>,
-    out_scale: Tensor<i32, 3>,
+    tensors: &EpilogueTensors,
 ) {
+    let (sink, out, out_scale) = (tensors.sink, tensors.out, tensors.out_scale);
     let slice = tid % THREADS_PER_UNIT;
     let first = rank * plan.units_per_cta;
     let count = (plan.units - first).min(plan.units_per_cta);
@@ -130,6 +137,17 @@ pub fn merge_and_store(
             let (even, odd) = (o[2 * pair], o[2 * pair + 1]);
             x.push(even.fma(c, s * odd));
             x.push(odd.fma(c, -(s * even)));
+        }
+
+        if let Some(precast) = tensors.precast {
+            let element = token * precast.stride(0)
+                + head.cast::<i64>() * precast.stride(1)
+                + (chunk * 32 + slice * 4).cast::<i64>();
+            store_vec_if(
+                precast.base() + element * 4i64,
+                [x[0], x[1], x[2], x[3]],
+                active,
+            );
         }
 
         // MXFP8: ue8m0 = ceil(log2(amax / 448)) over the 32-dim chunk (8 threads).
