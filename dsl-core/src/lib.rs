@@ -4,6 +4,7 @@
 pub mod arch;
 pub mod emit;
 pub mod ir;
+pub mod jit;
 pub mod layout;
 pub mod ptxas;
 pub mod target;

@@ -1,0 +1,185 @@
+//! A kernel loaded on a device: its module and function handle, plus what a launch needs
+//! to know about it.
+
+use std::ffi::{CString, c_void};
+use std::sync::Arc;
+
+use cudarc::driver::CudaContext;
+use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
+
+use super::JitError;
+use super::args::{KernelArg, ParamBuffer};
+use crate::Target;
+use crate::ir::{Kernel, LaunchBounds, Param};
+
+/// Dynamic shared memory a kernel may use without opting in.
+const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
+/// Largest cluster the hardware guarantees without `NON_PORTABLE_CLUSTER_SIZE_ALLOWED`.
+const PORTABLE_CLUSTER_CTAS: u32 = 8;
+/// Bytes of JIT error log kept from a failed module load.
+const JIT_LOG_BYTES: usize = 16 * 1024;
+
+/// What launching a kernel needs from its trace, without the body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelInfo {
+    pub name: String,
+    pub target: Target,
+    pub params: Vec<Param>,
+    /// `.reqntid` (the block shape) and the cluster shape.
+    pub launch: LaunchBounds,
+    /// Dynamic shared memory every launch passes.
+    pub smem_bytes: u32,
+    /// The module's PTX ISA `.version`.
+    pub ptx_version: (u32, u32),
+}
+
+impl From<&Kernel> for KernelInfo {
+    fn from(k: &Kernel) -> Self {
+        KernelInfo {
+            name: k.name.clone(),
+            target: k.target,
+            params: k.params.clone(),
+            launch: k.launch.clone(),
+            smem_bytes: k.smem_bytes,
+            ptx_version: k.ptx_version(),
+        }
+    }
+}
+
+impl KernelInfo {
+    /// Checks `args` against the parameters and packs them ([`ParamBuffer::marshal`]).
+    pub fn marshal(&self, args: &[KernelArg]) -> Result<ParamBuffer, JitError> {
+        ParamBuffer::marshal(&self.name, &self.params, args)
+    }
+
+    /// CTAs per cluster (1 without a cluster).
+    pub fn cluster_ctas(&self) -> u32 {
+        self.launch.cluster.map_or(1, |c| c.iter().product())
+    }
+}
+
+/// A loaded module, unloaded when dropped.
+struct Module {
+    raw: sys::CUmodule,
+    ctx: Arc<CudaContext>,
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // Errors cannot be returned from drop; cudarc keeps them for the context's next call.
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: `raw` came from cuModuleLoadDataEx and is unloaded once, here.
+        self.ctx
+            .record_err(unsafe { sys::cuModuleUnload(self.raw) }.result());
+    }
+}
+
+/// A kernel's function handle on one device, with its launch facts. Immutable once loaded,
+/// so one `LoadedKernel` can be launched from many threads at once.
+pub struct LoadedKernel {
+    info: KernelInfo,
+    function: sys::CUfunction,
+    module: Module,
+}
+
+// SAFETY: a CUfunction and a CUmodule are context-wide handles, valid on any thread that
+// makes their context current (every use here binds it first); nothing mutates them after
+// loading, and the module outlives the function because both live in this struct.
+unsafe impl Send for LoadedKernel {}
+unsafe impl Sync for LoadedKernel {}
+
+impl LoadedKernel {
+    /// JIT-loads `ptx` (the text of `info`'s kernel) into `ctx` and sets the function
+    /// attributes a launch relies on. The caller has checked that the device can run it.
+    pub(crate) fn load(
+        ctx: &Arc<CudaContext>,
+        info: KernelInfo,
+        ptx: &str,
+    ) -> Result<Self, JitError> {
+        let doing = || format!("loading kernel `{}`", info.name);
+        ctx.bind_to_thread()
+            .map_err(|e| JitError::driver("cuCtxSetCurrent", doing(), e))?;
+        let image = CString::new(ptx).expect("the PTX printer writes no NUL bytes");
+        let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut options = [
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        // The size option's value is passed in the pointer slot itself, as the API asks.
+        let mut values = [
+            log.as_mut_ptr().cast::<c_void>(),
+            JIT_LOG_BYTES as *mut c_void,
+        ];
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: `image` is NUL-terminated PTX; the log buffer outlives the call and its
+        // size is passed alongside it.
+        let loaded = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut raw,
+                image.as_ptr().cast(),
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        }
+        .result();
+        if let Err(error) = loaded {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            return Err(JitError::ModuleLoad {
+                kernel: info.name.clone(),
+                target: info.target,
+                error,
+                log: String::from_utf8_lossy(&log[..end]).trim_end().to_string(),
+            });
+        }
+        let module = Module {
+            raw,
+            ctx: Arc::clone(ctx),
+        };
+        let name = CString::new(info.name.as_str()).expect("kernel names are identifiers");
+        let mut function = std::ptr::null_mut();
+        // SAFETY: `module.raw` is a live module and `name` is NUL-terminated.
+        unsafe { sys::cuModuleGetFunction(&mut function, module.raw, name.as_ptr()) }
+            .result()
+            .map_err(|e| JitError::driver("cuModuleGetFunction", doing(), e))?;
+        let set = |attr: CUfunction_attribute, value: u32, what: &str| {
+            // SAFETY: `function` is live; the attributes set here take plain integers.
+            unsafe { sys::cuFuncSetAttribute(function, attr, value as i32) }
+                .result()
+                .map_err(|e| {
+                    JitError::driver("cuFuncSetAttribute", format!("{} ({what})", doing()), e)
+                })
+        };
+        if info.smem_bytes > DEFAULT_SMEM_LIMIT {
+            set(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                info.smem_bytes,
+                "opting in to its dynamic shared memory",
+            )?;
+        }
+        if info.cluster_ctas() > PORTABLE_CLUSTER_CTAS {
+            set(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                1,
+                "allowing a cluster above 8 CTAs",
+            )?;
+        }
+        Ok(LoadedKernel {
+            info,
+            function,
+            module,
+        })
+    }
+
+    pub fn info(&self) -> &KernelInfo {
+        &self.info
+    }
+
+    pub(crate) fn function(&self) -> sys::CUfunction {
+        self.function
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.module.ctx
+    }
+}
