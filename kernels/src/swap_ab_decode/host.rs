@@ -1,0 +1,455 @@
+//! The decode kernel as a library call for serving code: device tensors in, MXFP8 out.
+//!
+//! [`SwapAbDecode::launch`] checks every tensor (dtype, rank, shape, strides, 16-byte
+//! alignment where the kernel loads 16 bytes) and the key's limits before anything reaches
+//! the GPU, compiles each compile key once (threads asking for the same key wait for one
+//! build), and launches without allocating or synchronising, so a decode step can be
+//! captured in a CUDA graph: grid (C, s_q), 512 threads, cluster (C, 1, 1), PDL, dynamic
+//! shared memory, and the non-portable cluster size when C > 8.
+
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use dsl_core::Target;
+use dsl_core::ir::ElemTy;
+use dsl_core::jit::{Device, JitError, KernelArg, Launch, LoadedKernel, TensorArg};
+use dsl_core::trace::{E4m3, Element};
+
+use super::dispatch::{LayerShape, dispatch, warmup_keys};
+use super::{
+    CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
+    swap_ab_decode,
+};
+
+/// A tensor in device memory: its address, element type, extents and strides (elements).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceTensor {
+    pub ptr: u64,
+    pub elem: ElemTy,
+    pub shape: Vec<usize>,
+    pub strides: Vec<usize>,
+}
+
+impl DeviceTensor {
+    /// A tensor of `E` at `ptr` with the given extents and strides.
+    pub fn new<E: Element>(ptr: u64, shape: &[usize], strides: &[usize]) -> Self {
+        DeviceTensor {
+            ptr,
+            elem: E::ELEM,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        }
+    }
+
+    /// A row-major contiguous tensor of `E` at `ptr`.
+    pub fn contiguous<E: Element>(ptr: u64, shape: &[usize]) -> Self {
+        let mut strides = vec![1; shape.len()];
+        for d in (0..shape.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * shape[d + 1];
+        }
+        Self::new::<E>(ptr, shape, &strides)
+    }
+
+    fn arg<const R: usize>(&self) -> KernelArg {
+        let extents: [i64; R] = std::array::from_fn(|d| self.shape[d] as i64);
+        let strides: [i64; R] = std::array::from_fn(|d| self.strides[d] as i64);
+        let arg = match self.elem {
+            ElemTy::Bf16 => TensorArg::new::<half::bf16, R>(self.ptr, extents, strides),
+            ElemTy::U8 => TensorArg::new::<u8, R>(self.ptr, extents, strides),
+            ElemTy::I32 => TensorArg::new::<i32, R>(self.ptr, extents, strides),
+            ElemTy::I64 => TensorArg::new::<i64, R>(self.ptr, extents, strides),
+            ElemTy::U32 => TensorArg::new::<u32, R>(self.ptr, extents, strides),
+            ElemTy::F32 => TensorArg::new::<f32, R>(self.ptr, extents, strides),
+            ElemTy::E4m3 => TensorArg::new::<E4m3, R>(self.ptr, extents, strides),
+        };
+        KernelArg::Tensor(arg)
+    }
+}
+
+/// The arguments of one decode call (the seed's `__call__`).
+#[derive(Clone, Debug)]
+pub struct DecodeArgs {
+    /// `[s_q, HP, 512]` bf16, chunk-interleaved, strides `[>= HP * 512, 512, 1]`.
+    pub q: DeviceTensor,
+    /// `[num_blocks, page, 528]` u8 fp8 records, strides `[>= page * 528, 528, 1]`.
+    pub swa_cache: DeviceTensor,
+    /// `[>= s_q, NK]` i32 slot ids, strides `[>= NK, 1]`.
+    pub swa_idx: DeviceTensor,
+    /// `[>= s_q]` i32.
+    pub swa_len: DeviceTensor,
+    /// `[num_blocks, page, 528 | 288]` u8.
+    pub extra_cache: DeviceTensor,
+    pub extra_idx: DeviceTensor,
+    pub extra_len: DeviceTensor,
+    /// `[>= s_q]` i64 query positions.
+    pub positions: DeviceTensor,
+    /// `[max_pos, 64]` f32: 32 cos then 32 sin per position, strides `[>= 64, 1]`.
+    pub cos_sin: DeviceTensor,
+    /// `[>= heads]` f32 attention-sink logits.
+    pub sink: DeviceTensor,
+    /// `[s_q, groups, 4096]` e4m3 (or u8), last stride 1; groups >= heads / 8.
+    pub out_data: DeviceTensor,
+    /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides.
+    pub out_scale: DeviceTensor,
+    /// Live heads: 16 or 32.
+    pub heads: usize,
+    pub softmax_scale: f32,
+}
+
+/// Why a decode call was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("`{tensor}`: {problem}")]
+    Tensor {
+        tensor: &'static str,
+        problem: String,
+    },
+    #[error("softmax_scale must be a finite positive number, got {0}")]
+    Scale(f32),
+    #[error("{0}")]
+    Key(#[from] KeyError),
+    #[error(
+        "the device has no kestrel target (compute capability {0}.{1}): the decode kernel runs on sm_90 or sm_100"
+    )]
+    NoTarget(i32, i32),
+    #[error("{0}")]
+    Jit(#[from] JitError),
+}
+
+fn bad(tensor: &'static str, problem: impl Into<String>) -> DecodeError {
+    DecodeError::Tensor {
+        tensor,
+        problem: problem.into(),
+    }
+}
+
+/// Checks dtype and rank, returns the shape.
+fn check_kind<'a>(
+    name: &'static str,
+    t: &'a DeviceTensor,
+    elems: &[ElemTy],
+    rank: usize,
+) -> Result<&'a [usize], DecodeError> {
+    if !elems.contains(&t.elem) {
+        let want: Vec<_> = elems.iter().map(|e| e.name()).collect();
+        return Err(bad(
+            name,
+            format!("dtype must be {}, got {}", want.join(" or "), t.elem.name()),
+        ));
+    }
+    if t.shape.len() != rank || t.strides.len() != rank {
+        return Err(bad(
+            name,
+            format!(
+                "must have rank {rank}, got shape {:?} and strides {:?}",
+                t.shape, t.strides
+            ),
+        ));
+    }
+    if t.ptr == 0 && t.shape.iter().all(|&e| e > 0) {
+        return Err(bad(name, "null device pointer"));
+    }
+    Ok(&t.shape)
+}
+
+fn check_align(name: &'static str, what: &str, value: u64, align: u64) -> Result<(), DecodeError> {
+    if value % align != 0 {
+        return Err(bad(
+            name,
+            format!(
+                "{what} ({value}) must be a multiple of {align} bytes: the kernel reads it {align} bytes at a time"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_at_least(
+    name: &'static str,
+    what: &str,
+    got: usize,
+    min: usize,
+) -> Result<(), DecodeError> {
+    if got < min {
+        return Err(bad(
+            name,
+            format!("{what} must be at least {min}, got {got}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_equal(name: &'static str, what: &str, got: usize, want: usize) -> Result<(), DecodeError> {
+    if got != want {
+        return Err(bad(name, format!("{what} must be {want}, got {got}")));
+    }
+    Ok(())
+}
+
+/// A validated call: its key and its token count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedCall {
+    pub key: CompileKey,
+    pub tokens: usize,
+}
+
+/// Checks one cache + slot list + lengths triple; returns (page, record bytes, width).
+fn check_list(
+    names: [&'static str; 3],
+    cache: &DeviceTensor,
+    idx: &DeviceTensor,
+    len: &DeviceTensor,
+    tokens: usize,
+    records: &[usize],
+) -> Result<(usize, usize, usize), DecodeError> {
+    let [cache_name, idx_name, len_name] = names;
+    let shape = check_kind(cache_name, cache, &[ElemTy::U8], 3)?;
+    let (page, record) = (shape[1], shape[2]);
+    if !records.contains(&record) {
+        let want: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+        return Err(bad(
+            cache_name,
+            format!(
+                "record bytes (last dim) must be {}, got {record}",
+                want.join(" or ")
+            ),
+        ));
+    }
+    check_equal(
+        cache_name,
+        "the record stride (stride[2])",
+        cache.strides[2],
+        1,
+    )?;
+    check_equal(
+        cache_name,
+        "the slot stride (stride[1])",
+        cache.strides[1],
+        record,
+    )?;
+    check_at_least(
+        cache_name,
+        "the block stride (stride[0])",
+        cache.strides[0],
+        page * record,
+    )?;
+    check_align(cache_name, "the base address", cache.ptr, 16)?;
+    check_align(
+        cache_name,
+        "the block stride in bytes",
+        cache.strides[0] as u64,
+        16,
+    )?;
+
+    let ids = check_kind(idx_name, idx, &[ElemTy::I32], 2)?;
+    let width = ids[1];
+    check_at_least(idx_name, "rows (dim 0)", ids[0], tokens)?;
+    check_equal(idx_name, "stride[1]", idx.strides[1], 1)?;
+    check_at_least(idx_name, "stride[0]", idx.strides[0], width)?;
+    check_align(idx_name, "the base address", idx.ptr, 4)?;
+
+    let lens = check_kind(len_name, len, &[ElemTy::I32], 1)?;
+    check_at_least(len_name, "its length", lens[0], tokens)?;
+    check_align(len_name, "the base address", len.ptr, 4)?;
+    Ok((page, record, width))
+}
+
+impl DecodeArgs {
+    /// Validates every argument and derives the compile key for `target`; the error names
+    /// the tensor and says what is expected.
+    pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
+        if !(self.softmax_scale.is_finite() && self.softmax_scale > 0.0) {
+            return Err(DecodeError::Scale(self.softmax_scale));
+        }
+        let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
+        let (tokens, padded_heads) = (q[0], q[1]);
+        check_equal("q", "the last dim", q[2], HEAD_DIM)?;
+        if !(16..=32).contains(&self.heads) || self.heads % 16 != 0 {
+            return Err(KeyError::Heads(self.heads).into());
+        }
+        check_at_least("q", "padded heads (dim 1)", padded_heads, self.heads)?;
+        check_at_least("q", "tokens (dim 0)", tokens, 1)?;
+        if tokens > 65535 {
+            return Err(bad(
+                "q",
+                format!("at most 65535 tokens a launch (the grid's y), got {tokens}"),
+            ));
+        }
+        check_equal("q", "stride[2]", self.q.strides[2], 1)?;
+        check_equal("q", "stride[1]", self.q.strides[1], HEAD_DIM)?;
+        check_at_least(
+            "q",
+            "the token stride (stride[0])",
+            self.q.strides[0],
+            padded_heads * HEAD_DIM,
+        )?;
+        check_align("q", "the base address", self.q.ptr, 16)?;
+        check_align(
+            "q",
+            "the token stride in bytes",
+            2 * self.q.strides[0] as u64,
+            16,
+        )?;
+
+        let (swa_page, _, swa_width) = check_list(
+            ["swa_cache", "swa_idx", "swa_len"],
+            &self.swa_cache,
+            &self.swa_idx,
+            &self.swa_len,
+            tokens,
+            &[FP8_RECORD],
+        )?;
+        let (extra_page, extra_record, extra_width) = check_list(
+            ["extra_cache", "extra_idx", "extra_len"],
+            &self.extra_cache,
+            &self.extra_idx,
+            &self.extra_len,
+            tokens,
+            &[FP8_RECORD, FP4_RECORD],
+        )?;
+
+        let positions = check_kind("positions", &self.positions, &[ElemTy::I64], 1)?;
+        check_at_least("positions", "its length", positions[0], tokens)?;
+        check_align("positions", "the base address", self.positions.ptr, 8)?;
+        let cos_sin = check_kind("cos_sin", &self.cos_sin, &[ElemTy::F32], 2)?;
+        check_equal("cos_sin", "the last dim", cos_sin[1], ROPE_DIM)?;
+        check_equal("cos_sin", "stride[1]", self.cos_sin.strides[1], 1)?;
+        check_at_least("cos_sin", "stride[0]", self.cos_sin.strides[0], ROPE_DIM)?;
+        check_align("cos_sin", "the base address", self.cos_sin.ptr, 16)?;
+        check_align(
+            "cos_sin",
+            "the row stride in bytes",
+            4 * self.cos_sin.strides[0] as u64,
+            16,
+        )?;
+        let sink = check_kind("sink", &self.sink, &[ElemTy::F32], 1)?;
+        check_at_least("sink", "its length", sink[0], self.heads)?;
+        check_align("sink", "the base address", self.sink.ptr, 4)?;
+
+        let groups_needed = self.heads / WV_GROUP_SIZE;
+        let out = check_kind("out_data", &self.out_data, &[ElemTy::E4m3, ElemTy::U8], 3)?;
+        check_equal("out_data", "tokens (dim 0)", out[0], tokens)?;
+        check_at_least("out_data", "groups (dim 1)", out[1], groups_needed)?;
+        check_equal("out_data", "the last dim", out[2], WV_GROUP_SIZE * HEAD_DIM)?;
+        check_equal("out_data", "stride[2]", self.out_data.strides[2], 1)?;
+        check_align("out_data", "the base address", self.out_data.ptr, 4)?;
+        check_align("out_data", "stride[0]", self.out_data.strides[0] as u64, 4)?;
+        check_align("out_data", "stride[1]", self.out_data.strides[1] as u64, 4)?;
+        let scale = check_kind("out_scale", &self.out_scale, &[ElemTy::I32], 3)?;
+        check_equal("out_scale", "tokens (dim 0)", scale[0], tokens)?;
+        check_at_least("out_scale", "groups (dim 1)", scale[1], groups_needed)?;
+        check_equal(
+            "out_scale",
+            "the last dim",
+            scale[2],
+            WV_GROUP_SIZE * HEAD_DIM / 128,
+        )?;
+        check_align("out_scale", "the base address", self.out_scale.ptr, 4)?;
+
+        let key = dispatch(
+            &LayerShape {
+                heads: self.heads,
+                swa_width,
+                extra_width,
+                extra_record_bytes: extra_record,
+                swa_page,
+                extra_page,
+            },
+            target,
+        )?;
+        Ok(CheckedCall { key, tokens })
+    }
+
+    fn kernel_args(&self) -> [KernelArg; 13] {
+        [
+            self.q.arg::<3>(),
+            self.swa_cache.arg::<3>(),
+            self.swa_idx.arg::<2>(),
+            self.swa_len.arg::<1>(),
+            self.extra_cache.arg::<3>(),
+            self.extra_idx.arg::<2>(),
+            self.extra_len.arg::<1>(),
+            self.positions.arg::<1>(),
+            self.cos_sin.arg::<2>(),
+            self.sink.arg::<1>(),
+            DeviceTensor {
+                elem: ElemTy::E4m3,
+                ..self.out_data.clone()
+            }
+            .arg::<3>(),
+            self.out_scale.arg::<3>(),
+            KernelArg::F32((self.softmax_scale as f64 * LOG2E) as f32),
+        ]
+    }
+}
+
+/// The decode kernel on one device: compiled per key on first use (or at [`warmup`]).
+///
+/// [`warmup`]: SwapAbDecode::warmup
+pub struct SwapAbDecode {
+    device: Arc<Device>,
+    target: Target,
+}
+
+impl SwapAbDecode {
+    /// The kernel for `device`'s architecture (sm_90 -> sm_90a, sm_100 -> sm_100a).
+    pub fn new(device: Arc<Device>) -> Result<Self, DecodeError> {
+        let target = device.target().ok_or_else(|| {
+            let (major, minor) = device.info().compute_capability;
+            DecodeError::NoTarget(major, minor)
+        })?;
+        Ok(SwapAbDecode { device, target })
+    }
+
+    /// Like [`SwapAbDecode::new`] for an explicit target: building sm_100a on an sm_90
+    /// device is refused with a message naming both when a kernel is loaded.
+    pub fn for_target(device: Arc<Device>, target: Target) -> Self {
+        SwapAbDecode { device, target }
+    }
+
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The loaded kernel of `key`, compiled on first use.
+    pub fn kernel(&self, key: &CompileKey) -> Result<Arc<LoadedKernel>, DecodeError> {
+        let key = *key;
+        Ok(self
+            .device
+            .kernel("swap_ab_decode", &key.to_string(), key.target, || {
+                swap_ab_decode(key.target, &key)
+            })?)
+    }
+
+    /// Compiles every key a layer of this shape can hit, so no decode step compiles.
+    pub fn warmup(&self, layer: &LayerShape) -> Result<Vec<CompileKey>, DecodeError> {
+        let keys = warmup_keys(layer, self.target)?;
+        for key in &keys {
+            self.kernel(key)?;
+        }
+        Ok(keys)
+    }
+
+    /// Checks `args` and launches the kernel on `stream` (PDL on: it may start while the
+    /// previous kernel on the stream finishes, and waits for it before reading memory).
+    ///
+    /// # Safety
+    /// Every tensor must address device memory of its shape and strides that stays valid
+    /// until the kernel has finished; the outputs must not alias the inputs.
+    pub unsafe fn launch(
+        &self,
+        stream: &CudaStream,
+        args: &DecodeArgs,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = args.check(self.target)?;
+        let kernel = self.kernel(&call.key)?;
+        let grid = [call.key.cluster_size() as u32, call.tokens as u32, 1];
+        // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
+        unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
+        Ok(call)
+    }
+}

@@ -1,0 +1,225 @@
+//! The host API refuses every kind of bad argument with its own message, before anything
+//! reaches a GPU (these run without one).
+
+use dsl_core::Target;
+use dsl_core::ir::ElemTy;
+use half::bf16;
+use kernels::swap_ab_decode::{DecodeArgs, DecodeError, DeviceTensor, ExtraRecord, KeyError};
+
+const S_Q: usize = 3;
+
+fn at(n: u64) -> u64 {
+    0x7000_0000 + n * 0x100_0000
+}
+
+fn valid() -> DecodeArgs {
+    DecodeArgs {
+        q: DeviceTensor::new::<bf16>(at(1), &[S_Q, 40, 512], &[40 * 512 + 64, 512, 1]),
+        swa_cache: DeviceTensor::new::<u8>(at(2), &[10, 64, 528], &[64 * 528 + 256, 528, 1]),
+        swa_idx: DeviceTensor::contiguous::<i32>(at(3), &[S_Q + 1, 128]),
+        swa_len: DeviceTensor::contiguous::<i32>(at(4), &[S_Q]),
+        extra_cache: DeviceTensor::contiguous::<u8>(at(5), &[20, 16, 288]),
+        extra_idx: DeviceTensor::contiguous::<i32>(at(6), &[S_Q, 512]),
+        extra_len: DeviceTensor::contiguous::<i32>(at(7), &[S_Q]),
+        positions: DeviceTensor::contiguous::<i64>(at(8), &[S_Q]),
+        cos_sin: DeviceTensor::contiguous::<f32>(at(9), &[4096, 64]),
+        sink: DeviceTensor::contiguous::<f32>(at(10), &[32]),
+        out_data: DeviceTensor::contiguous::<u8>(at(11), &[S_Q, 4, 4096]),
+        out_scale: DeviceTensor::new::<i32>(at(12), &[S_Q, 4, 32], &[1, S_Q * 32, S_Q]),
+        heads: 32,
+        softmax_scale: 0.0417,
+    }
+}
+
+fn error(change: impl FnOnce(&mut DecodeArgs)) -> String {
+    let mut args = valid();
+    change(&mut args);
+    args.check(Target::Sm100a)
+        .expect_err("the change must be refused")
+        .to_string()
+}
+
+#[test]
+fn a_valid_call_gives_its_key() {
+    let call = valid().check(Target::Sm100a).unwrap();
+    assert_eq!(call.tokens, S_Q);
+    assert_eq!(call.key.heads, 32);
+    assert_eq!(call.key.swa_page, 64);
+    assert_eq!(call.key.extra_page, 16);
+    assert_eq!(call.key.extra_record, ExtraRecord::Nvfp4);
+    assert_eq!(call.key.cluster_size(), 2 + 4);
+    assert_eq!(call.key.target, Target::Sm100a);
+}
+
+#[test]
+fn each_bad_argument_has_its_own_message() {
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "dtype must be bf16, got f32",
+            error(|a| a.q.elem = ElemTy::F32),
+        ),
+        (
+            "`q`: must have rank 3",
+            error(|a| a.q.shape.pop().map(|_| ()).unwrap_or(())),
+        ),
+        (
+            "`q`: the last dim must be 512, got 256",
+            error(|a| a.q.shape[2] = 256),
+        ),
+        (
+            "`q`: padded heads (dim 1) must be at least 32, got 24",
+            error(|a| a.q.shape[1] = 24),
+        ),
+        (
+            "`q`: stride[1] must be 512",
+            error(|a| a.q.strides[1] = 513),
+        ),
+        (
+            "`q`: the token stride (stride[0]) must be at least 20480",
+            error(|a| a.q.strides[0] = 512),
+        ),
+        (
+            "`q`: the base address (1895825416) must be a multiple of 16",
+            error(|a| a.q.ptr += 8),
+        ),
+        (
+            "`q`: the token stride in bytes",
+            error(|a| a.q.strides[0] += 4),
+        ),
+        ("`q`: null device pointer", error(|a| a.q.ptr = 0)),
+        (
+            "`swa_cache`: record bytes (last dim) must be 528, got 288",
+            error(|a| {
+                a.swa_cache.shape[2] = 288;
+                a.swa_cache.strides = vec![64 * 288, 288, 1];
+            }),
+        ),
+        (
+            "`extra_cache`: record bytes (last dim) must be 528 or 288, got 300",
+            error(|a| {
+                a.extra_cache.shape[2] = 300;
+                a.extra_cache.strides = vec![16 * 300, 300, 1];
+            }),
+        ),
+        (
+            "`swa_cache`: the block stride (stride[0]) must be at least 33792",
+            error(|a| a.swa_cache.strides[0] = 528),
+        ),
+        (
+            "`swa_cache`: the block stride in bytes",
+            error(|a| a.swa_cache.strides[0] += 8),
+        ),
+        (
+            "`swa_cache`: the slot stride (stride[1]) must be 528",
+            error(|a| a.swa_cache.strides[1] = 600),
+        ),
+        (
+            "`extra_cache`: dtype must be u8, got i32",
+            error(|a| a.extra_cache.elem = ElemTy::I32),
+        ),
+        (
+            "`swa_idx`: rows (dim 0) must be at least 3, got 2",
+            error(|a| a.swa_idx.shape[0] = 2),
+        ),
+        (
+            "`extra_idx`: stride[1] must be 1",
+            error(|a| a.extra_idx.strides[1] = 2),
+        ),
+        (
+            "`extra_len`: its length must be at least 3",
+            error(|a| a.extra_len.shape[0] = 1),
+        ),
+        (
+            "`positions`: dtype must be i64",
+            error(|a| a.positions.elem = ElemTy::I32),
+        ),
+        (
+            "`cos_sin`: the last dim must be 64",
+            error(|a| a.cos_sin.shape[1] = 32),
+        ),
+        (
+            "`cos_sin`: the row stride in bytes",
+            error(|a| a.cos_sin.strides[0] = 66),
+        ),
+        (
+            "`sink`: its length must be at least 32, got 16",
+            error(|a| a.sink.shape[0] = 16),
+        ),
+        (
+            "`out_data`: groups (dim 1) must be at least 4, got 2",
+            error(|a| a.out_data.shape[1] = 2),
+        ),
+        (
+            "`out_data`: tokens (dim 0) must be 3, got 4",
+            error(|a| a.out_data.shape[0] = 4),
+        ),
+        (
+            "`out_data`: stride[2] must be 1",
+            error(|a| a.out_data.strides[2] = 2),
+        ),
+        (
+            "`out_scale`: the last dim must be 32",
+            error(|a| a.out_scale.shape[2] = 16),
+        ),
+        (
+            "`out_scale`: dtype must be i32",
+            error(|a| a.out_scale.elem = ElemTy::F32),
+        ),
+        (
+            "softmax_scale must be a finite positive number",
+            error(|a| a.softmax_scale = f32::NAN),
+        ),
+        (
+            "live heads must be 16 or 32, got 24",
+            error(|a| a.heads = 24),
+        ),
+        (
+            "the SWA page size must be a power of two, got 48",
+            error(|a| {
+                a.swa_cache.shape[1] = 48;
+                a.swa_cache.strides[0] = 48 * 528;
+            }),
+        ),
+        (
+            "KV tiles per token",
+            error(|a| {
+                a.extra_idx.shape[1] = 2048;
+                a.extra_idx.strides[0] = 2048;
+            }),
+        ),
+        (
+            "at most 65535 tokens",
+            error(|a| {
+                let n = 70_000;
+                a.q.shape[0] = n;
+                a.swa_idx.shape[0] = n;
+                a.swa_len.shape[0] = n;
+                a.extra_idx.shape[0] = n;
+                a.extra_len.shape[0] = n;
+                a.positions.shape[0] = n;
+                a.out_data.shape[0] = n;
+                a.out_scale.shape[0] = n;
+            }),
+        ),
+    ];
+    let mut messages = std::collections::BTreeSet::new();
+    for (want, got) in &cases {
+        assert!(got.contains(want), "expected `{want}` in `{got}`");
+        assert!(
+            messages.insert(got.clone()),
+            "two cases gave the same message: {got}"
+        );
+    }
+}
+
+#[test]
+fn key_errors_keep_their_type() {
+    let mut args = valid();
+    args.heads = 16;
+    args.extra_cache.shape[1] = 12;
+    args.extra_cache.strides = vec![12 * 288, 288, 1];
+    match args.check(Target::Sm90a) {
+        Err(DecodeError::Key(KeyError::Page { page: 12, .. })) => {}
+        other => panic!("expected a page error, got {other:?}"),
+    }
+}
