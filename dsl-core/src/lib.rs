@@ -3,6 +3,7 @@
 
 pub mod arch;
 pub mod emit;
+pub mod interp;
 pub mod ir;
 pub mod ptxas;
 pub mod target;

@@ -19,7 +19,7 @@ fn traces_and_emits() {
             let loc = SourceLoc::caller();
             (acc, ()) = branch(tid.lt(n), acc, &["acc"], loc, |arm, mut acc| {
                 if arm {
-                    acc = acc * 2.0;
+                    acc *= 2.0;
                 }
                 (acc, ())
             });
