@@ -8,7 +8,7 @@ use dsl_core::Target;
 use dsl_core::interp::{Arg, Launch, Memory, run};
 use dsl_core::ir::{
     AccessTy, AluOp, Bf16x2Arith, BinaryOp, Block, CacheHint, CmpOp, CvtOp, ElemTy, Inst, Kernel,
-    LaunchBounds, MemOp, Op, Operand, Param, ParamKind, Reg, Rounding, SourceLoc, Space,
+    LaunchBounds, MemOp, Op, Operand, Param, ParamKind, Reg, Rounding, ShflMode, SourceLoc, Space,
     SpecialReg, Stmt, SyncOp, Ty, UnaryOp,
 };
 
@@ -1174,4 +1174,72 @@ fn bf16x2_arithmetic_rounds_once() {
     );
     // NaN is canonical.
     assert_eq!(fma(bf(0x7fc1, 0), bf(0x3f80, 0), bf(0, 0)) as u16, 0x7fff);
+}
+
+fn shfl(mode: ShflMode, b: u64, c: u32) -> Vec<u64> {
+    let rows: Vec<Vec<u64>> = (0..32u64).map(|l| vec![100 + l]).collect();
+    eval(&[Ty::U32], Ty::U32, &rows, |dst, s| {
+        Op::Sync(SyncOp::Shfl {
+            mode,
+            dst,
+            src: s[0],
+            b: Operand::Imm(b),
+            c,
+        })
+    })
+}
+
+#[test]
+fn shfl_modes_follow_the_ptx_lane_rules() {
+    let lanes = |f: &dyn Fn(u64) -> u64| (0..32).map(|l| 100 + f(l)).collect::<Vec<_>>();
+    assert_eq!(shfl(ShflMode::Bfly, 1, 0x1f), lanes(&|l| l ^ 1));
+    assert_eq!(shfl(ShflMode::Bfly, 16, 0x1f), lanes(&|l| l ^ 16));
+    assert_eq!(shfl(ShflMode::Idx, 5, 0x1f), lanes(&|_| 5));
+    // Out of range: a lane keeps its own value.
+    assert_eq!(
+        shfl(ShflMode::Down, 3, 0x1f),
+        lanes(&|l| if l + 3 <= 31 { l + 3 } else { l })
+    );
+    assert_eq!(
+        shfl(ShflMode::Up, 3, 0),
+        lanes(&|l| if l >= 3 { l - 3 } else { l })
+    );
+    // c = 0x181f... segments of 8 lanes (segment mask 0x18 in bits 12:8, clamp 7).
+    let seg8 = 0x18 << 8 | 0x07;
+    assert_eq!(shfl(ShflMode::Idx, 2, seg8), lanes(&|l| (l & !7) | 2));
+    assert_eq!(
+        shfl(ShflMode::Down, 1, seg8),
+        lanes(&|l| if l % 8 == 7 { l } else { l + 1 })
+    );
+    assert_eq!(shfl(ShflMode::Bfly, 4, seg8), lanes(&|l| l ^ 4));
+    // .up's bound is the segment start: c = segmask << 8 (clamp 0).
+    assert_eq!(
+        shfl(ShflMode::Up, 1, 0x18 << 8),
+        lanes(&|l| if l % 8 == 0 { l } else { l - 1 })
+    );
+    // A clamp below 31 with no segment bounds .down and .bfly.
+    assert_eq!(
+        shfl(ShflMode::Down, 4, 15),
+        lanes(&|l| if l + 4 <= 15 { l + 4 } else { l })
+    );
+}
+
+#[test]
+fn ballot_and_elect() {
+    let rows: Vec<Vec<u64>> = (0..32u64).map(|l| vec![(l % 3 == 0) as u64]).collect();
+    let got = eval(&[Ty::Pred], Ty::U32, &rows, |dst, s| {
+        Op::Sync(SyncOp::Ballot { dst, pred: s[0] })
+    });
+    let want: u64 = (0..32).filter(|l| l % 3 == 0).map(|l| 1u64 << l).sum();
+    assert!(got.iter().all(|&g| g == want));
+    let rows: Vec<Vec<u64>> = (0..64u64).map(|_| vec![]).collect();
+    let got = eval(&[], Ty::Pred, &rows, |dst, _| {
+        Op::Sync(SyncOp::Elect { dst })
+    });
+    let leaders: Vec<usize> = (0..64).filter(|&i| got[i] != 0).collect();
+    assert_eq!(
+        leaders,
+        vec![0, 32],
+        "one leader, the lowest lane, per warp"
+    );
 }

@@ -133,6 +133,10 @@ pub(crate) struct Warp {
     pub(crate) tc_pending: Vec<Slot>,
     pub(crate) wg_uncommitted: Vec<Slot>,
     pub(crate) wg_groups: VecDeque<Vec<Slot>>,
+    /// Per slot: lanes holding a value loaded from never-written tensor memory, and the
+    /// cell it came from (for the message).
+    poison: Vec<u32>,
+    poison_from: HashMap<Slot, (u32, u32)>,
     stage: Option<u32>,
     traced_lane: Option<usize>,
 }
@@ -141,6 +145,11 @@ impl Warp {
     pub(crate) fn add_pending(&mut self, s: Slot) {
         self.pending[s as usize] += 1;
         self.npending += 1;
+    }
+
+    pub(crate) fn poison(&mut self, s: Slot, lane: usize, cell: (u32, u32)) {
+        self.poison[s as usize] |= 1 << lane;
+        self.poison_from.entry(s).or_insert(cell);
     }
 
     pub(crate) fn retire_pending(&mut self, s: Slot) {
@@ -217,6 +226,9 @@ pub(crate) struct Cluster {
     /// thread's last barrier arrival.
     pub(crate) fences: Vec<u32>,
     pub(crate) published: Vec<u32>,
+    /// (cluster thread, CTA, mbarrier offset) -> completed phases of that mbarrier the
+    /// thread has seen through a successful wait.
+    pub(crate) observed: HashMap<(u32, u32, u32), u64>,
 }
 
 impl Cluster {
@@ -439,6 +451,7 @@ impl<'a> Machine<'a> {
                     full,
                     regs,
                     pending: vec![0; nslots],
+                    poison: vec![0; nslots],
                     traced_lane,
                     ..Warp::default()
                 });
@@ -452,6 +465,7 @@ impl<'a> Machine<'a> {
             cbar_phase: 0,
             fences: vec![0; nthreads],
             published: vec![0; nthreads],
+            observed: HashMap::new(),
         }
     }
 
@@ -539,10 +553,16 @@ impl<'a> Machine<'a> {
                 }
             }
             Ins::ClusterWait => format!(
-                "the cluster barrier: {} of {} live threads of the cluster arrived in phase {}",
+                "the cluster barrier: {} of {} live threads of the cluster arrived in phase {}{}",
                 cl.cbar_arrived,
                 cl.live_threads(),
-                cl.cbar_phase
+                cl.cbar_phase,
+                if w.cluster_arrived.is_none() {
+                    "; this warp never arrived (barrier.cluster.wait without \
+                     barrier.cluster.arrive)"
+                } else {
+                    ""
+                }
             ),
             Ins::WgMma { .. } => {
                 let g = &cta.groups[(w.id / 4) as usize];
@@ -583,7 +603,7 @@ impl<'a> Machine<'a> {
         loop {
             let pc = w.pc as usize;
             let ins = &prog.code[pc];
-            if w.npending != 0 {
+            if w.npending != 0 || !w.poison_from.is_empty() {
                 self.check_pending(w, pc)?;
             }
             let m = w.active;
@@ -777,6 +797,9 @@ impl<'a> Machine<'a> {
                     if !done {
                         return Ok(progressed);
                     }
+                    if self.opts.async_proxy_check {
+                        self.observe(cl, w, *bar, *parity);
+                    }
                 }
                 Ins::ClusterArrive => {
                     self.require_aligned(w, "barrier.cluster.arrive.aligned")?;
@@ -802,18 +825,10 @@ impl<'a> Machine<'a> {
                 }
                 Ins::ClusterWait => {
                     self.require_aligned(w, "barrier.cluster.wait.aligned")?;
+                    // Without its own arrival the phase cannot complete: the warp waits
+                    // forever, as on the hardware, and the deadlock report says why.
                     let Some(phase) = w.cluster_arrived else {
-                        return Err(fault(
-                            prog,
-                            &self.cfg,
-                            w,
-                            FaultKind::ClusterBarrier,
-                            None,
-                            None,
-                            "barrier.cluster.wait without a preceding barrier.cluster.arrive in \
-                             this phase"
-                                .into(),
-                        ));
+                        return Ok(progressed);
                     };
                     if cl.cbar_phase <= phase {
                         return Ok(progressed);
@@ -1012,9 +1027,12 @@ impl<'a> Machine<'a> {
     fn check_pending(&self, w: &mut Warp, pc: usize) -> Result<(), InterpError> {
         let meta = &self.prog.meta[pc];
         let (at, nuse, ndef) = (meta.use_at as usize, meta.nuse as usize, meta.ndef as usize);
-        // wgmma reads its own in-flight accumulators: a chain of MMAs into one accumulator
-        // needs no wait in between.
-        if !matches!(self.prog.code[pc], Ins::WgMma { .. }) {
+        // wgmma reads its own in-flight accumulators (a chain of MMAs into one accumulator
+        // needs no wait in between) and re-runs while its warpgroup gathers.
+        if matches!(self.prog.code[pc], Ins::WgMma { .. }) {
+            return Ok(());
+        }
+        {
             for &s in &self.prog.uses[at..at + nuse] {
                 if s != NONE && w.pending[s as usize] != 0 {
                     let by = if w.tc_pending.contains(&s) {
@@ -1034,10 +1052,41 @@ impl<'a> Machine<'a> {
                 }
             }
         }
+        if !w.poison_from.is_empty() {
+            for &s in &self.prog.uses[at..at + nuse] {
+                let bad = if s == NONE {
+                    0
+                } else {
+                    w.poison[s as usize] & w.active
+                };
+                if bad != 0 {
+                    let lane = bad.trailing_zeros() as usize;
+                    let (tl, tc) = w.poison_from[&s];
+                    return Err(fault(
+                        self.prog,
+                        &self.cfg,
+                        w,
+                        FaultKind::Uninitialized,
+                        Some(lane),
+                        None,
+                        format!(
+                            "uses a value that tcgen05.ld loaded from never-written tensor memory \
+                             (TMEM lane {tl}, column {tc} is the first such cell)"
+                        ),
+                    ));
+                }
+            }
+        }
         for &s in &self.prog.uses[at + nuse..at + nuse + ndef] {
             if s != NONE {
                 while w.pending[s as usize] != 0 {
                     w.retire_pending(s);
+                }
+                if w.poison[s as usize] != 0 {
+                    w.poison[s as usize] &= !w.active;
+                    if w.poison[s as usize] == 0 {
+                        w.poison_from.remove(&s);
+                    }
                 }
             }
         }
@@ -1154,6 +1203,24 @@ impl<'a> Machine<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Records, per waiting thread, the mbarrier phases its successful wait has seen: the
+    /// latest completed phase of the awaited parity.
+    fn observe(&self, cl: &mut Cluster, w: &Warp, bar: Slot, parity: Slot) {
+        for l in lanes_of(w.active) {
+            let off = (reg(&w.regs, bar, l) as u32).wrapping_sub(SMEM_BASE);
+            let p = reg(&w.regs, parity, l) & 1;
+            let completed = cl.ctas[w.cta].mbars[&off].phase;
+            let seen = if completed > 0 && (completed - 1) & 1 == p {
+                completed
+            } else {
+                completed.saturating_sub(1)
+            };
+            let t = (w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + l) as u32;
+            let e = cl.observed.entry((t, w.cta as u32, off)).or_insert(0);
+            *e = (*e).max(seen);
+        }
     }
 
     /// A thread's barrier arrival makes its proxy fences count for MMAs issued after it.
@@ -1672,23 +1739,28 @@ impl<'a> Machine<'a> {
         if chunks.clone().all(|ch| proxy.busy[ch] == 0) {
             return Ok(());
         }
-        self.retire_flights(cl, c);
         let proxy = cl.ctas[c].proxy.as_ref().expect("checked");
         for ch in chunks {
             if proxy.busy[ch] == 0 {
                 continue;
             }
-            let f = proxy
-                .flights
-                .iter()
-                .find(|f| f.chunks.contains(&(ch as u32)))
-                .expect("a busy chunk has a flight");
+            // The MMA may still read the chunk unless this thread waited for the phase its
+            // commit arrived on.
+            let racing = proxy.flights.iter().find(|f| {
+                f.chunks.contains(&(ch as u32))
+                    && !f.commit.is_some_and(|(mc, mo, ph)| {
+                        cl.observed
+                            .get(&(t as u32, mc as u32, mo))
+                            .is_some_and(|&seen| seen > ph)
+                    })
+            });
+            let Some(f) = racing else { continue };
             let m = &self.prog.meta[f.pc as usize];
             let state = match f.commit {
                 None => "it was not committed yet".to_string(),
                 Some((mc, mo, ph)) => format!(
-                    "phase {ph} of the mbarrier at shared {:#x} of {} it was committed to has not \
-                     completed",
+                    "this thread has not waited for phase {ph} of the mbarrier at shared {:#x} of \
+                     {} that it was committed to",
                     SMEM_BASE + mo,
                     cl.ctas[mc].id
                 ),
@@ -1723,7 +1795,12 @@ impl<'a> Machine<'a> {
                 .flights
                 .iter()
                 .map(|f| match f.commit {
-                    Some((mc, mo, ph)) => cl.ctas[mc].mbars.get(&mo).is_none_or(|mb| mb.phase > ph),
+                    // Two phases later every thread that took part has moved on; keeping the
+                    // flight longer only costs memory.
+                    Some((mc, mo, ph)) => cl.ctas[mc]
+                        .mbars
+                        .get(&mo)
+                        .is_none_or(|mb| mb.phase > ph + 1),
                     None => false,
                 })
                 .collect()

@@ -458,12 +458,32 @@ impl Tmem {
         Ok(())
     }
 
+    /// Like [`Tmem::read`], but a never-written cell is not a fault: its index is reported
+    /// through `unwritten` (the first one) so the caller can poison what it loads.
+    pub(crate) fn read_allocated(
+        &self,
+        lane: u32,
+        col: u32,
+        out: &mut [u32],
+    ) -> Result<Option<u32>, TmemFault> {
+        let at = self.check(lane, col, out.len() as u32)?;
+        out.copy_from_slice(&self.cells[at..at + out.len()]);
+        Ok(self
+            .written
+            .first_clear(at, out.len())
+            .map(|i| col + (i - at) as u32))
+    }
+
     #[inline]
     pub(crate) fn write(&mut self, lane: u32, col: u32, values: &[u32]) -> Result<(), TmemFault> {
         let at = self.check(lane, col, values.len() as u32)?;
         self.cells[at..at + values.len()].copy_from_slice(values);
         self.written.set_range(at, values.len(), true);
         Ok(())
+    }
+
+    pub(crate) fn is_written(&self, lane: u32, col: u32) -> bool {
+        self.written.get((lane * TMEM_COLS + col) as usize)
     }
 
     /// Cells `(lane, col..col + n)` for a debug snapshot: value and whether it was written.

@@ -486,10 +486,21 @@ impl Machine<'_> {
         let tmem = &cl.ctas[w.cta].tmem;
         let mut cells = vec![0u32; n as usize];
         for lane in 0..32usize {
-            tmem.read(base + lane as u32, col, &mut cells)
+            let unwritten = tmem
+                .read_allocated(base + lane as u32, col, &mut cells)
                 .map_err(|e| self.tmem_err(w, lane, e, "tcgen05.ld"))?;
             for (&s, &v) in dsts.iter().zip(&cells) {
                 w.regs[s as usize * 32 + lane] = v as u64;
+            }
+            // Loading never-written cells is legal (an M = 64 result fills half of each
+            // quadrant); using what was loaded is not: those lanes are poisoned.
+            if let Some(c) = unwritten {
+                let cell = (base + lane as u32, c);
+                for (i, &s) in dsts.iter().enumerate() {
+                    if !tmem.is_written(base + lane as u32, col + i as u32) {
+                        w.poison(s, lane, cell);
+                    }
+                }
             }
         }
         for &s in dsts {
