@@ -6,6 +6,7 @@ use dsl_core::Target;
 use dsl_core::arch::cluster::{cluster_arrive, cluster_sync, cluster_wait};
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{LoadOpts, Smem, load, load_vec, load_vec_if, store};
+use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, lane_id, shfl_xor, thread_idx_x, warp_id};
@@ -767,5 +768,39 @@ fn mbarrier_misuse_is_reported() {
         &fails(&k, 8, [1, 1, 1]),
         FaultKind::Mbarrier,
         &["`st.shared`", "live mbarrier object at 0x400"],
+    );
+}
+
+#[test]
+fn wgmma_accumulators_read_before_wait_group_are_reported() {
+    let k = kernel("early_acc", Target::Sm90a, || {
+        threads(128, 1, 1);
+        let x = Tensor::<f32, 1>::declare("x");
+        let tile = smem_alloc("tile", 10 * 1024, 1024);
+        let tid = thread_idx_x();
+        for i in 0..5u32 {
+            for w in 0..4u32 {
+                store(tile.addr() + ((tid * 5u32 + i) * 16u32 + w * 4), 0u32);
+            }
+        }
+        fence_proxy_async_shared();
+        sync_threads();
+        let start = (tile.addr().value() >> 4u32).cast::<u64>();
+        // K-major SW128 (SM90 layout 1 at bits 62-63), SBO 1024; B after A's 8 KiB.
+        let desc = 0x4000_0040_0001_0000u64;
+        let acc = wgmma::Accumulator::zeros(8);
+        wgmma::fence();
+        wgmma::mma_async(&acc, start + desc, start + (desc + 512), false, 0, 0);
+        wgmma::commit_group();
+        store(x.base() + tid.mul_wide(4), acc.get(0));
+        wgmma::wait_group(0);
+    });
+    expect(
+        &fails(&k, 128, [1, 1, 1]),
+        FaultKind::AsyncRegister,
+        &[
+            "`mov`",
+            "wgmma.mma_async whose group was not yet waited for",
+        ],
     );
 }

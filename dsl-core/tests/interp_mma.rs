@@ -14,10 +14,14 @@ use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{lane_id, thread_idx_x, warp_id};
-use dsl_core::interp::{Arg, FaultKind, InterpError, Launch, Memory, run};
+use dsl_core::interp::FaultKind;
+use dsl_core::interp::{
+    Arg, InterpError, Launch, Memory, Options, RunStats, SnapshotData, SnapshotRequest,
+    SnapshotWhat, StagePoint, run, run_with,
+};
 use dsl_core::ir::SourceLoc;
 use dsl_core::trace::control::branch;
-use dsl_core::trace::{KernelParam, Tensor, Val, smem_alloc, threads, trace_kernel};
+use dsl_core::trace::{KernelParam, Tensor, Val, smem_alloc, stage, threads, trace_kernel};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Major {
@@ -293,6 +297,17 @@ fn tcgen05_mma(
     descs: &[u64],
     id: u32,
 ) -> Result<Vec<f32>, InterpError> {
+    tcgen05_mma_with(p, ta, tb, descs, id, &Options::default()).map(|(d, _)| d)
+}
+
+fn tcgen05_mma_with(
+    p: &Problem,
+    ta: &Tile,
+    tb: &Tile,
+    descs: &[u64],
+    id: u32,
+    opts: &Options,
+) -> Result<(Vec<f32>, RunStats), InterpError> {
     let img = p.image(ta, tb);
     let (m, n, steps) = (p.m, p.n, descs.len() as u32 / 2);
     let img_len = img.len() as u32;
@@ -329,6 +344,7 @@ fn tcgen05_mma(
         let base: Val<u32> = load(slot.addr());
         let d = TmemAddr::from_base(base);
         let start = (tile.addr().value() >> 4u32).cast::<u64>();
+        stage("mma");
         branch(tid.eq(0u32), (), &[], SourceLoc::caller(), |t, ()| {
             if t {
                 for j in 0..steps {
@@ -342,6 +358,7 @@ fn tcgen05_mma(
         });
         mbar.wait(0u32);
         tcgen05::fence_after_thread_sync();
+        stage("epilogue");
         let lane = (warp & 3u32) * 32u32 + lane_id();
         for c0 in (0..n).step_by(32) {
             let v = tcgen05::ld_32x32b::<32>(d.column(c0).warp_quadrant(warp));
@@ -383,15 +400,16 @@ fn tcgen05_mma(
         Arg::contiguous(descs, &[descs_len(&mem, descs)]),
         Arg::U32(id),
     ];
-    run(&kernel, &mut mem, &args, &Launch::grid([1, 1, 1]))?;
+    let stats = run_with(&kernel, &mut mem, &args, &Launch::grid([1, 1, 1]), opts)?;
     let lanes = mem.read::<f32>(out);
     // D row m is TMEM lane m (M = 128) or lane 32 * (m / 16) + m % 16 (M = 64).
-    Ok((0..m)
+    let d = (0..m)
         .flat_map(|r| {
             let lane = if m == 128 { r } else { 32 * (r / 16) + r % 16 };
             lanes[(lane * n) as usize..((lane + 1) * n) as usize].to_vec()
         })
-        .collect())
+        .collect();
+    Ok((d, stats))
 }
 
 fn descs_len(mem: &Memory, id: dsl_core::interp::BufferId) -> i64 {
@@ -648,4 +666,59 @@ fn wgmma_matches_f64_for_every_canonical_layout() {
     let (ta, tb) = tiles(&p, (Major::K, Sw::B128), (Major::K, Sw::B128));
     let got = wgmma_mma(&p, &ta, &tb, (0, 1)).unwrap();
     assert!(max_err(&got, &want) > 0.1);
+}
+
+#[test]
+fn a_tmem_snapshot_shows_d_when_the_epilogue_starts() {
+    let p = Problem::new(128, 32, 16, 21);
+    let (ta, tb) = tiles(&p, (Major::K, Sw::B128), (Major::K, Sw::B128));
+    let opts = Options {
+        snapshots: vec![
+            SnapshotRequest {
+                block: [0, 0, 0],
+                stage: "epilogue".into(),
+                at: StagePoint::Start,
+                what: SnapshotWhat::Tmem {
+                    lane: 0,
+                    lanes: 2,
+                    col: 30,
+                    cols: 4,
+                },
+            },
+            SnapshotRequest {
+                block: [0, 0, 0],
+                stage: "mma".into(),
+                at: StagePoint::Start,
+                what: SnapshotWhat::Tmem {
+                    lane: 0,
+                    lanes: 1,
+                    col: 0,
+                    cols: 1,
+                },
+            },
+        ],
+        ..Options::default()
+    };
+    let id = idesc(128, 32, Major::K, Major::K);
+    let (d, stats) = tcgen05_mma_with(&p, &ta, &tb, &sm100_descs(&ta, &tb, 1), id, &opts).unwrap();
+    // Snapshots come in the order they were taken.
+    let taken = |r: usize| {
+        &stats
+            .snapshots
+            .iter()
+            .find(|s| s.request == r)
+            .unwrap()
+            .data
+    };
+    let SnapshotData::Tmem(rows) = taken(0) else {
+        panic!("{:?}", stats.snapshots);
+    };
+    for (lane, row) in rows.iter().enumerate() {
+        // Columns 30 and 31 hold D; 32 and 33 lie outside N but inside the allocation.
+        let want: Vec<Option<u32>> = (30..34)
+            .map(|c| (c < 32).then(|| d[lane * 32 + c].to_bits()))
+            .collect();
+        assert_eq!(row, &want, "lane {lane}");
+    }
+    assert_eq!(taken(1), &SnapshotData::Tmem(vec![vec![None]]));
 }
