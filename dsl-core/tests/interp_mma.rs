@@ -196,22 +196,34 @@ fn idesc(m: u32, n: u32, a: Major, b: Major) -> u32 {
         | (m >> 4) << 24
 }
 
+/// A and B as 16-bit codes (bf16, or f16 when asked) with their exact values.
 struct Problem {
     m: u32,
     n: u32,
     k: u32,
-    a: Vec<half::bf16>,
-    b: Vec<half::bf16>,
+    a: Vec<(u16, f64)>,
+    b: Vec<(u16, f64)>,
 }
 
 impl Problem {
     fn new(m: u32, n: u32, k: u32, seed: u32) -> Self {
+        Self::with_format(m, n, k, seed, false)
+    }
+
+    fn with_format(m: u32, n: u32, k: u32, seed: u32, f16: bool) -> Self {
         let mut x = seed | 1;
         let mut next = move || {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            half::bf16::from_f32(((x >> 8) % 2001) as f32 / 500.0 - 2.0)
+            let v = ((x >> 8) % 2001) as f32 / 500.0 - 2.0;
+            if f16 {
+                let h = half::f16::from_f32(v);
+                (h.to_bits(), h.to_f64())
+            } else {
+                let h = half::bf16::from_f32(v);
+                (h.to_bits(), h.to_f64())
+            }
         };
         let a = (0..m * k).map(|_| next()).collect();
         let b = (0..n * k).map(|_| next()).collect();
@@ -224,7 +236,7 @@ impl Problem {
         for i in 0..m {
             for j in 0..n {
                 d[i * n + j] = (0..k)
-                    .map(|kk| self.a[i * k + kk].to_f64() * self.b[j * k + kk].to_f64())
+                    .map(|kk| self.a[i * k + kk].1 * self.b[j * k + kk].1)
                     .sum();
             }
         }
@@ -239,7 +251,7 @@ impl Problem {
             for r in 0..t.rows {
                 for kk in 0..t.k {
                     let at = t.place(r, kk) as usize;
-                    let v = vals[(r * self.k + kk) as usize].to_bits().to_le_bytes();
+                    let v = vals[(r * self.k + kk) as usize].0.to_le_bytes();
                     img[at..at + 2].copy_from_slice(&v);
                 }
             }
@@ -721,4 +733,39 @@ fn a_tmem_snapshot_shows_d_when_the_epilogue_starts() {
         assert_eq!(row, &want, "lane {lane}");
     }
     assert_eq!(taken(1), &SnapshotData::Tmem(vec![vec![None]]));
+}
+
+#[test]
+fn tcgen05_mma_takes_f16_inputs_and_an_f16_accumulator() {
+    let p = Problem::with_format(128, 32, 32, 17, true);
+    let want = p.reference();
+    let (ta, tb) = tiles(&p, (Major::K, Sw::B64), (Major::Mn, Sw::B32));
+    let descs = sm100_descs(&ta, &tb, 2);
+    // A and B format F16 (0) at bits 7-9 and 10-12 (Table 42).
+    let f16_in = idesc(128, 32, Major::K, Major::Mn) & !(1 << 7 | 1 << 10);
+    let got = tcgen05_mma(&p, &ta, &tb, &descs, f16_in).unwrap();
+    assert_close(&got, &want, "F16 inputs, F32 accumulator");
+    // D format F16 (0) at bits 4-5: each cell holds an f16 in its low half.
+    let got = tcgen05_mma(&p, &ta, &tb, &descs, f16_in & !(1 << 4)).unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let bits = g.to_bits();
+        assert_eq!(
+            bits >> 16,
+            0,
+            "element {i}: the high half of an f16 cell is 0"
+        );
+        let h = half::f16::from_bits(bits as u16).to_f64();
+        // Each of the two K steps rounds D to f16 (11 significant bits), and the partial
+        // sums reach ~10.
+        let tol = (w.abs() + 10.0) * 2f64.powi(-10);
+        assert!((h - w).abs() <= tol, "element {i}: {h} vs {w}");
+    }
+    // An F16 accumulator with BF16 inputs does not exist (Table 39).
+    let bf16_in = idesc(128, 32, Major::K, Major::Mn) & !(1 << 4);
+    let e = tcgen05_mma(&p, &ta, &tb, &descs, bf16_in).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("an F16 accumulator needs F16 inputs"),
+        "{e}"
+    );
 }

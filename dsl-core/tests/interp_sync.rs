@@ -156,7 +156,26 @@ fn mbarrier_phases_complete_on_count_and_flip_parity() {
         // Everyone waits for phase 0, then reads the data.
         full.wait(0u32);
         let v: Val<u32> = load(data.addr());
-        store(out.base() + tid.mul_wide(4), v);
+        // Phase 1: warp 1 produces with two arrivals of one lane; the barrier restarted
+        // with its count, and waiting for parity 1 now blocks until they happen.
+        sync_threads();
+        branch(
+            warp_id().eq(1u32) & lane_id().eq(0u32),
+            (),
+            &[],
+            loc,
+            |t, ()| {
+                if t {
+                    store(data.addr() + 4i64, v + 1u32);
+                    full.arrive();
+                    full.arrive();
+                }
+                ((), ())
+            },
+        );
+        full.wait(1u32);
+        let w: Val<u32> = load(data.addr() + 4i64);
+        store(out.base() + tid.mul_wide(4), v * 100u32 + w);
     })
     .unwrap();
     let mut mem = Memory::new();
@@ -168,7 +187,7 @@ fn mbarrier_phases_complete_on_count_and_flip_parity() {
         &Launch::grid([1, 1, 1]),
     )
     .unwrap();
-    assert!(mem.read::<u32>(out).iter().all(|&v| v == 42));
+    assert!(mem.read::<u32>(out).iter().all(|&v| v == 42 * 100 + 43));
 }
 
 #[test]

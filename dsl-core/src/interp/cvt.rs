@@ -99,13 +99,18 @@ pub(crate) fn f16_to_f32(h: u16) -> f32 {
     sign * v
 }
 
-/// f32 -> f16 bits, round to nearest even, NaN canonical (used where the result is exact).
-pub(crate) fn f32_to_f16(x: f32) -> u16 {
+/// f64 -> f16 bits, round to nearest even (one rounding), subnormals kept, NaN canonical.
+pub(crate) fn f64_to_f16(x: f64) -> u16 {
     if x.is_nan() {
         return F16_NAN;
     }
-    let (s, mag) = round_to_format(x as f64, 10, 15, 15);
+    let (s, mag) = round_to_format(x, 10, 15, 15);
     (s as u16) << 15 | mag as u16
+}
+
+/// f32 -> f16 bits (exact for every value the callers pass: e4m3 and e2m1 values).
+pub(crate) fn f32_to_f16(x: f32) -> u16 {
+    f64_to_f16(x as f64)
 }
 
 /// OCP e4m3 (E4M3FN): bias 7, no infinities, NaN = S.1111.111, max finite 448.

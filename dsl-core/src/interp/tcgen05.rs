@@ -386,7 +386,7 @@ impl Machine<'_> {
                     Elem::F32 => super::alu::f32_bits(sum as f32) as u32,
                     // An f16 element sits in the low half of its 32-bit cell (PTX
                     // §9.7.16.10.4.1).
-                    _ => cvt::f32_to_f16(sum as f32) as u32,
+                    _ => cvt::f64_to_f16(sum) as u32,
                 };
             }
             tmem.write(lane, col, &row)
