@@ -325,3 +325,29 @@ fn trace_and_snapshots_show_one_thread_and_a_stage_boundary() {
         SnapshotData::Smem(1.5f32.to_le_bytes().map(Some).to_vec())
     );
 }
+
+#[test]
+fn a_cta_that_is_not_a_multiple_of_32_threads_has_a_partial_last_warp() {
+    let k = trace_kernel("partial", Target::Sm100a, || {
+        threads(48, 1, 1);
+        let out = Tensor::<u32, 1>::declare("out");
+        let tid = thread_idx_x();
+        // warp_id() broadcasts lane 0 with shfl.sync; lanes 16-31 of warp 1 do not exist and
+        // count as exited.
+        let v = warp_id() * 100u32 + dsl_core::arch::thread::shfl_xor(tid, 1);
+        sync_threads();
+        store(out.base() + tid.mul_wide(4), v);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let out = mem.alloc("out", 48 * 4);
+    run(
+        &k,
+        &mut mem,
+        &[Arg::contiguous(out, &[48])],
+        &Launch::grid([1, 1, 1]),
+    )
+    .unwrap();
+    let got = mem.read::<u32>(out);
+    assert!((0..48u32).all(|t| got[t as usize] == (t / 32) * 100 + (t ^ 1)));
+}

@@ -245,6 +245,8 @@ pub(crate) struct Machine<'a> {
     opts: &'a Options,
     lane_insts: u64,
     warp_insts: u64,
+    /// `warp_insts` when the current cluster started (the watchdog budget is per cluster).
+    cluster_start: u64,
     trace: Vec<TraceEntry>,
     snapshots: Vec<Snapshot>,
     /// Per snapshot request: the stage ids it names, and whether it was taken.
@@ -291,6 +293,7 @@ pub(crate) fn run(
         opts,
         lane_insts: 0,
         warp_insts: 0,
+        cluster_start: 0,
         trace: Vec::new(),
         snapshots: Vec::new(),
     };
@@ -471,6 +474,7 @@ impl<'a> Machine<'a> {
 
     fn run_cluster(&mut self, origin: [u32; 3]) -> Result<(), InterpError> {
         let mut cl = self.new_cluster(origin);
+        self.cluster_start = self.warp_insts;
         loop {
             let mut progress = false;
             let mut all_exited = true;
@@ -722,6 +726,7 @@ impl<'a> Machine<'a> {
                     let (src, bv) = (lanes_arr(&w.regs, *a), lanes_arr(&w.regs, *b));
                     let (cval, seg) = (c & 0x1f, (c >> 8) & 0x1f);
                     let base = *d as usize * 32;
+                    let mut out = lanes_arr(&w.regs, *d);
                     for lane in 0..32u32 {
                         // PTX §9.7.9.6: segment bounds from c, source lane per mode.
                         let bval = (bv[lane as usize] as u32) & 0x1f;
@@ -746,8 +751,26 @@ impl<'a> Machine<'a> {
                             }
                         };
                         let j = if ok { j as usize } else { lane as usize };
-                        w.regs[base + lane as usize] = src[j];
+                        if w.full >> lane & 1 == 0 {
+                            continue;
+                        }
+                        if w.full >> j & 1 == 0 {
+                            return Err(fault(
+                                prog,
+                                &self.cfg,
+                                w,
+                                FaultKind::Collective,
+                                Some(lane as usize),
+                                None,
+                                format!(
+                                    "shfl.sync reads lane {j}, past the end of the CTA (the \
+                                     value is undefined)"
+                                ),
+                            ));
+                        }
+                        out[lane as usize] = src[j];
                     }
+                    w.regs[base..base + 32].copy_from_slice(&out);
                 }
                 Ins::Ballot { d, p } => {
                     self.require_full_warp(w, "vote.sync.ballot with member mask 0xffffffff")?;
@@ -1004,7 +1027,7 @@ impl<'a> Machine<'a> {
     fn tick(&mut self, w: &Warp, m: u32) -> Result<(), InterpError> {
         self.warp_insts += 1;
         self.lane_insts += m.count_ones() as u64;
-        if self.warp_insts > self.opts.max_warp_instructions {
+        if self.warp_insts - self.cluster_start > self.opts.max_warp_instructions {
             return Err(fault(
                 self.prog,
                 &self.cfg,
@@ -1013,8 +1036,8 @@ impl<'a> Machine<'a> {
                 None,
                 None,
                 format!(
-                    "{} warp-instructions executed (Options::max_warp_instructions); a runtime \
-                     loop may never end",
+                    "{} warp-instructions executed in this cluster \
+                     (Options::max_warp_instructions); a runtime loop may never end",
                     self.opts.max_warp_instructions
                 ),
             ));
@@ -1166,8 +1189,10 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// `.sync` ops with a full member mask: every existing lane of the warp takes part (the
+    /// lanes past the end of a CTA whose size is not a multiple of 32 count as exited).
     pub(crate) fn require_full_warp(&self, w: &Warp, what: &str) -> Result<(), InterpError> {
-        if w.active != FULL {
+        if w.active != w.full {
             return Err(fault(
                 self.prog,
                 &self.cfg,
@@ -1176,7 +1201,8 @@ impl<'a> Machine<'a> {
                 None,
                 None,
                 format!(
-                    "{what} needs all 32 lanes of the warp, but the active mask is {}",
+                    "{what} needs all {} lanes of the warp, but the active mask is {}",
+                    w.full.count_ones(),
                     mask_str(w.active)
                 ),
             ));

@@ -175,8 +175,10 @@ pub struct Options {
     /// `fence.proxy.async` and a barrier, and must not be overwritten before the MMA's
     /// commit phase completed. Costs 8 bytes of bookkeeping per byte of shared memory.
     pub async_proxy_check: bool,
-    /// Warp-instructions after which the run stops with [`FaultKind::Watchdog`] (a runtime
-    /// loop that never ends would otherwise hang the run).
+    /// Warp-instructions one cluster may execute before the run stops with
+    /// [`FaultKind::Watchdog`] (a runtime loop that never ends would otherwise hang the
+    /// run). The default, 2^28, is ~30x what a 16-CTA cluster of the decode kernel runs and
+    /// about ten seconds of interpretation.
     pub max_warp_instructions: u64,
 }
 
@@ -186,7 +188,7 @@ impl Default for Options {
             trace: None,
             snapshots: Vec::new(),
             async_proxy_check: true,
-            max_warp_instructions: 1 << 32,
+            max_warp_instructions: 1 << 28,
         }
     }
 }
