@@ -47,8 +47,42 @@
 //! Asynchronous ops (tcgen05.mma, tcgen05.ld, wgmma) execute when issued; what the program
 //! may observe of their asynchrony is checked instead: registers of a `tcgen05.ld` or
 //! `wgmma` read before `tcgen05.wait::ld` / `wgmma.wait_group`, shared memory an MMA reads
-//! written without `fence.proxy.async` and a barrier, or overwritten before the MMA's
-//! commit phase completed.
+//! written without `fence.proxy.async` and a barrier, or overwritten before the storing
+//! thread waited for the MMA's commit phase.
+//!
+//! # Registers
+//! [`Program::compile`] gives every virtual register a live interval over the linearised
+//! code and packs the intervals into slots (a linear-scan allocation), so a warp's register
+//! file is `slots x 32 lanes x 8 bytes`, sized by the peak of simultaneously live registers
+//! rather than by the trace's register count. Immediates become constant slots.
+//!
+//! # What is checked
+//! Every global, shared, distributed-shared and tensor-memory access against its buffer or
+//! window, alignment to the full access size, reads of never-written shared memory (loads and
+//! MMA operands) and tensor memory (MMA accumulation; values loaded by `tcgen05.ld` from
+//! never-written cells poison their registers and fault when used), divergent `bar.sync` and
+//! `.aligned` cluster barriers, warp collectives with inactive lanes, mbarrier misuse, the
+//! TMEM lane quadrant of each warp, TMEM allocation and leaks, every descriptor field, one
+//! issuing thread per `tcgen05.mma`, integer division by zero, deadlocks and runaway loops.
+//!
+//! # Where the interpreter departs from the hardware
+//! - MMA arithmetic: the products are exact and summed in f64, then rounded once to the
+//!   accumulator format; the tensor cores' internal order and rounding are not public, so
+//!   the last bit of an element may differ from a GPU's.
+//! - `ex2.approx.ftz.f32` is 2^x in f64 rounded to f32 (within the documented 2 ulp).
+//! - f32 arithmetic returns the canonical NaN 0x7fffffff (PTX: "an unspecified NaN"); bf16
+//!   and f16 results use 0x7fff, e4m3 0x7f.
+//! - Memory is sequentially consistent and warps run until they block, in a fixed order:
+//!   weak-memory effects and other interleavings are not explored, fences have no effect
+//!   on data, and clusters run one after another.
+//! - A descriptor base offset other than 0, the absolute-address LBO mode (sm_103a) and
+//!   128-byte swizzling with 32-byte atoms are refused rather than guessed.
+//! - `tcgen05.alloc` takes the lowest free range aligned to its size; the hardware's choice
+//!   is not documented, so kernels must use the address it writes.
+//! - Integer division by zero faults instead of returning an unspecified value; an mbarrier
+//!   object is opaque (ordinary loads and stores of it fault).
+//! - wgmma operand reads are checked for proxy fences but not tracked in flight, and the
+//!   `wgmma.fence` before touching accumulators is not checked.
 
 mod alu;
 mod compile;
