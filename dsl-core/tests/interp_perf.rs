@@ -177,6 +177,12 @@ fn decode_shaped() -> dsl_core::ir::Kernel {
             sum += ((c.bitcast::<f32>() - m) * std::f32::consts::LOG2_E).ex2();
         }
         store(red.addr() + tid * 4u32, sum);
+        // The KV tile is free once the MMAs completed: reuse it for partials, as the decode
+        // kernel does (every store is checked against the MMAs' in-flight reads).
+        for i in 0..8u32 {
+            let at = kv_s.addr() + (tid * 8u32 + i) * 16u32;
+            store_vec(at, [sum.bitcast::<u32>(); 4]);
+        }
         tcgen05::fence_before_thread_sync();
         sync_threads();
         stage("4: exchange");

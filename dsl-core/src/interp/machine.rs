@@ -1772,13 +1772,28 @@ impl<'a> Machine<'a> {
             }
             // The MMA may still read the chunk unless this thread waited for the phase its
             // commit arrived on.
+            // Flights are sorted chunk lists, and runs of them share a commit: look each
+            // commit up once.
+            let mut last: Option<((usize, u32, u64), bool)> = None;
             let racing = proxy.flights.iter().find(|f| {
-                f.chunks.contains(&(ch as u32))
-                    && !f.commit.is_some_and(|(mc, mo, ph)| {
-                        cl.observed
+                if f.chunks.binary_search(&(ch as u32)).is_err() {
+                    return false;
+                }
+                let Some(key @ (mc, mo, ph)) = f.commit else {
+                    return true;
+                };
+                let seen = match last {
+                    Some((k, seen)) if k == key => seen,
+                    _ => {
+                        let seen = cl
+                            .observed
                             .get(&(t as u32, mc as u32, mo))
-                            .is_some_and(|&seen| seen > ph)
-                    })
+                            .is_some_and(|&seen| seen > ph);
+                        last = Some((key, seen));
+                        seen
+                    }
+                };
+                !seen
             });
             let Some(f) = racing else { continue };
             let m = &self.prog.meta[f.pc as usize];

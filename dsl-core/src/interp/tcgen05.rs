@@ -443,10 +443,33 @@ impl Machine<'_> {
             let phase = self.mbar_arrive(cl, w, l, c, off, 0)?;
             let issuer = w.id * 32 + l as u32;
             if let Some(p) = cl.ctas[w.cta].proxy.as_mut() {
-                for f in p.flights.iter_mut() {
-                    if f.issuer == issuer && f.commit.is_none() {
-                        f.commit = Some((c, off, phase));
+                // The MMAs this commit covers complete together: one flight with the union
+                // of their chunks, so a store checks one chunk list per commit.
+                let key = Some((c, off, phase));
+                let (mut merged, rest): (Vec<Flight>, Vec<Flight>) = std::mem::take(&mut p.flights)
+                    .into_iter()
+                    .partition(|f| (f.issuer == issuer && f.commit.is_none()) || f.commit == key);
+                p.flights = rest;
+                if let Some(first) = merged.first() {
+                    let pc = first.pc;
+                    let mut chunks = Vec::new();
+                    for f in &mut merged {
+                        for &ch in &f.chunks {
+                            p.busy[ch as usize] -= 1;
+                        }
+                        chunks.append(&mut f.chunks);
                     }
+                    chunks.sort_unstable();
+                    chunks.dedup();
+                    for &ch in &chunks {
+                        p.busy[ch as usize] += 1;
+                    }
+                    p.flights.push(Flight {
+                        chunks,
+                        issuer,
+                        pc,
+                        commit: key,
+                    });
                 }
             }
             self.retire_flights(cl, w.cta);
