@@ -1243,3 +1243,78 @@ fn ballot_and_elect() {
         "one leader, the lowest lane, per warp"
     );
 }
+
+/// Runs `f(word)` for each input word (one thread each) through a traced kernel.
+fn traced(
+    target: Target,
+    inputs: &[u32],
+    f: impl Fn(dsl_core::trace::Val<u32>) -> dsl_core::trace::Val<u32>,
+) -> Vec<u32> {
+    use dsl_core::arch::memory::{load, store};
+    use dsl_core::arch::thread::{block_idx, thread_idx_x};
+    use dsl_core::trace::{KernelParam, Tensor, threads, trace_kernel};
+    let n = inputs.len().next_multiple_of(128);
+    let k = trace_kernel("paths", target, || {
+        threads(128, 1, 1);
+        let x = Tensor::<u32, 1>::declare("x");
+        let i = block_idx()[0] * 128u32 + thread_idx_x();
+        let at = x.base() + i.mul_wide(4);
+        let v = load(at);
+        store(at, f(v));
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let mut data = inputs.to_vec();
+    data.resize(n, 0);
+    let x = mem.alloc_from("x", &data);
+    run(
+        &k,
+        &mut mem,
+        &[Arg::contiguous(x, &[n as i64])],
+        &Launch::grid([1, 1, 1]),
+    )
+    .unwrap();
+    mem.read::<u32>(x)[..inputs.len()].to_vec()
+}
+
+#[test]
+fn the_dsl_native_and_emulated_conversions_agree() {
+    use dsl_core::arch::cvt::{
+        CvtPath, e2m1x2_to_bf16x2_with, ue8m0_round_up_with, ue8m0_to_bf16x2_with,
+    };
+    // ue8m0 round-up: every exponent, mantissas at the edges, subnormals, inf, NaN. The
+    // emulated path maps negative inputs to 0 while the instruction rounds |x| (PTX
+    // .satfinite: "a positive MAX_NORM in .ue8m0x2 for which the destination sign is not
+    // supported"), so only non-negative inputs are compared.
+    let mut xs: Vec<u32> = (0..256u32)
+        .flat_map(|e| [0, 1, 0x40_0000, 0x40_0001, 0x7f_ffff].map(|m| e << 23 | m))
+        .collect();
+    xs.push(0x7fc0_0000);
+    let native = traced(Target::Sm100a, &xs, |v| {
+        ue8m0_round_up_with(v.bitcast(), CvtPath::Native)
+    });
+    let emulated = traced(Target::Sm100a, &xs, |v| {
+        ue8m0_round_up_with(v.bitcast(), CvtPath::Emulated)
+    });
+    for ((x, n), e) in xs.iter().zip(&native).zip(&emulated) {
+        assert_eq!(n, e, "ue8m0 of {x:#010x}");
+    }
+    let es: Vec<u32> = (0..256).collect();
+    let native = traced(Target::Sm100a, &es, |e| {
+        ue8m0_to_bf16x2_with(e, CvtPath::Native).bitcast()
+    });
+    let emulated = traced(Target::Sm100a, &es, |e| {
+        ue8m0_to_bf16x2_with(e, CvtPath::Emulated).bitcast()
+    });
+    assert_eq!(native, emulated, "ue8m0 -> bf16x2");
+    let words: Vec<u32> = (0..256u32).map(|b| b * 0x0101_0101).collect();
+    for byte in 0..4 {
+        let native = traced(Target::Sm100a, &words, |w| {
+            e2m1x2_to_bf16x2_with(w, byte, CvtPath::Native).bitcast()
+        });
+        let emulated = traced(Target::Sm100a, &words, |w| {
+            e2m1x2_to_bf16x2_with(w, byte, CvtPath::Emulated).bitcast()
+        });
+        assert_eq!(native, emulated, "e2m1x2 byte {byte} -> bf16x2");
+    }
+}
