@@ -1204,7 +1204,7 @@ fn shfl_modes_follow_the_ptx_lane_rules() {
         shfl(ShflMode::Up, 3, 0),
         lanes(&|l| if l >= 3 { l - 3 } else { l })
     );
-    // c = 0x181f... segments of 8 lanes (segment mask 0x18 in bits 12:8, clamp 7).
+    // Segments of 8 lanes: segment mask 0x18 in bits 12:8, clamp 7 in bits 4:0.
     let seg8 = 0x18 << 8 | 0x07;
     assert_eq!(shfl(ShflMode::Idx, 2, seg8), lanes(&|l| (l & !7) | 2));
     assert_eq!(
