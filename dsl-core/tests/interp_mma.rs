@@ -513,6 +513,14 @@ fn tcgen05_mma_m64_and_mixed_layouts() {
         &p.reference(),
         "A M-major SW32, B K-major interleaved",
     );
+    // Negate A (bit 13) and B (bit 14) of the instruction descriptor.
+    let id = idesc(128, 32, Major::Mn, Major::K);
+    let descs = sm100_descs(&ta, &tb, 1);
+    let negated: Vec<f64> = p.reference().iter().map(|v| -v).collect();
+    let got = tcgen05_mma(&p, &ta, &tb, &descs, id | 1 << 13).unwrap();
+    assert_close(&got, &negated, "-A . B^T");
+    let got = tcgen05_mma(&p, &ta, &tb, &descs, id | 1 << 13 | 1 << 14).unwrap();
+    assert_close(&got, &p.reference(), "-A . -B^T");
 }
 
 /// A change to the (A, B) descriptor pair.
