@@ -3,6 +3,7 @@
 
 pub mod arch;
 pub mod emit;
+pub mod interp;
 pub mod ir;
 pub mod jit;
 pub mod layout;

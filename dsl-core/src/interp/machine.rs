@@ -1,0 +1,1877 @@
+//! The machine: clusters, CTAs, warps and the scheduler, and the meaning of every compiled
+//! op in one `match` ([`Machine::run_warp`]); tcgen05 and wgmma live in their own files.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use super::alu::{self, FULL};
+use super::compile::{Ins, NONE, Program, Slot};
+use super::cvt;
+use super::debug::{Snapshot, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceEntry};
+use super::error::{BlockedWarp, CtaId, Deadlock, Fault, FaultKind, InterpError, Site};
+use super::memory::{GlobalFault, Memory, Smem, SmemFault, Tmem};
+use super::{Launch, MAX_SMEM_BYTES, Options, RunStats, SMEM_BASE};
+use crate::ir::{AccessTy, ShflMode, Space, SpecialReg};
+
+/// Shared::cluster addresses of rank r are `(r + 1) << CLUSTER_SHIFT | offset`.
+const CLUSTER_SHIFT: u32 = 24;
+
+/// The launch, resolved and checked.
+pub(crate) struct Config {
+    pub(crate) grid: [u32; 3],
+    pub(crate) cluster: [u32; 3],
+    pub(crate) ctas_per_cluster: u32,
+    pub(crate) smem: u32,
+    pub(crate) block: [u32; 3],
+    pub(crate) nthreads: u32,
+    pub(crate) nwarps: u32,
+}
+
+impl Config {
+    fn resolve(prog: &Program, launch: &Launch) -> Result<Config, InterpError> {
+        let k = &prog.kernel;
+        let err = |message: String| InterpError::Launch {
+            kernel: k.name.clone(),
+            message,
+        };
+        let block = k.launch.threads;
+        let nthreads: u32 = block.iter().product();
+        if nthreads == 0 || nthreads > 1024 {
+            return Err(err(format!("{nthreads} threads per CTA (1..=1024)")));
+        }
+        if launch.grid.contains(&0) {
+            return Err(err(format!(
+                "grid {:?} has an empty dimension",
+                launch.grid
+            )));
+        }
+        let cluster = match (launch.cluster, k.launch.cluster) {
+            (Some(c), Some(fixed)) if c != fixed => {
+                return Err(err(format!(
+                    "cluster {c:?} but the kernel fixes its cluster to {fixed:?}"
+                )));
+            }
+            (Some(c), _) => c,
+            (None, Some(fixed)) => fixed,
+            (None, None) => [1, 1, 1],
+        };
+        for d in 0..3 {
+            if cluster[d] == 0 || launch.grid[d] % cluster[d] != 0 {
+                return Err(err(format!(
+                    "cluster {cluster:?} does not divide grid {:?}",
+                    launch.grid
+                )));
+            }
+        }
+        let ctas_per_cluster: u32 = cluster.iter().product();
+        if ctas_per_cluster > 16 {
+            return Err(err(format!(
+                "cluster of {ctas_per_cluster} CTAs: at most 16 (the non-portable maximum)"
+            )));
+        }
+        let smem = launch.smem_bytes.unwrap_or(k.smem_bytes);
+        if smem < k.smem_bytes {
+            return Err(err(format!(
+                "{smem} bytes of dynamic shared memory, but the kernel uses {}",
+                k.smem_bytes
+            )));
+        }
+        if smem > MAX_SMEM_BYTES {
+            return Err(err(format!(
+                "{smem} bytes of dynamic shared memory (at most {MAX_SMEM_BYTES})"
+            )));
+        }
+        Ok(Config {
+            grid: launch.grid,
+            cluster,
+            ctas_per_cluster,
+            smem,
+            block,
+            nthreads,
+            nwarps: nthreads.div_ceil(32),
+        })
+    }
+
+    fn tid(&self, t: u32) -> [u32; 3] {
+        let [x, y, _] = self.block;
+        [t % x, (t / x) % y, t / (x * y)]
+    }
+}
+
+/// A reconvergence-stack entry: an `If` that split the warp, or a loop.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// The pc of the `If` or `LoopBegin` that pushed it.
+    tag: u32,
+    saved: u32,
+    /// Lanes still to run the else side (0 once it runs).
+    else_mask: u32,
+}
+
+/// One warp: a coroutine over the compiled code.
+#[derive(Default)]
+pub(crate) struct Warp {
+    pub(crate) cta: usize,
+    pub(crate) cta_id: Option<CtaId>,
+    pub(crate) id: u32,
+    pub(crate) pc: u32,
+    pub(crate) active: u32,
+    /// Lanes that exist (all but the tail of a CTA whose size is not a multiple of 32).
+    pub(crate) full: u32,
+    stack: Vec<Frame>,
+    pub(crate) regs: Vec<u64>,
+    pub(crate) exited: bool,
+    /// `bar.sync` arrival: barrier id and generation.
+    bar_wait: Option<(usize, u64)>,
+    /// `barrier.cluster.arrive` done in this phase.
+    cluster_arrived: Option<u64>,
+    /// Warpgroup rendezvous generation being waited for.
+    pub(crate) wg_wait: Option<u64>,
+    /// Per slot: outstanding asynchronous writes (tcgen05.ld, wgmma) not yet waited for.
+    pub(crate) pending: Vec<u16>,
+    pub(crate) npending: u32,
+    pub(crate) tc_pending: Vec<Slot>,
+    pub(crate) wg_uncommitted: Vec<Slot>,
+    pub(crate) wg_groups: VecDeque<Vec<Slot>>,
+    /// Per slot: lanes holding a value loaded from never-written tensor memory, and the
+    /// cell it came from (for the message).
+    poison: Vec<u32>,
+    poison_from: HashMap<Slot, (u32, u32)>,
+    stage: Option<u32>,
+    traced_lane: Option<usize>,
+}
+
+impl Warp {
+    pub(crate) fn add_pending(&mut self, s: Slot) {
+        self.pending[s as usize] += 1;
+        self.npending += 1;
+    }
+
+    pub(crate) fn poison(&mut self, s: Slot, lane: usize, cell: (u32, u32)) {
+        self.poison[s as usize] |= 1 << lane;
+        self.poison_from.entry(s).or_insert(cell);
+    }
+
+    pub(crate) fn retire_pending(&mut self, s: Slot) {
+        let p = &mut self.pending[s as usize];
+        if *p > 0 {
+            *p -= 1;
+            self.npending -= 1;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Bar {
+    arrived: u32,
+    generation: u64,
+}
+
+/// An mbarrier object's state (PTX §9.7.13.15.2): expected count, pending arrivals,
+/// transaction count and the number of completed phases.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mbar {
+    count: u32,
+    pending: u32,
+    tx: i64,
+    pub(crate) phase: u64,
+}
+
+/// A warpgroup rendezvous for `wgmma.mma_async`.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Rendezvous {
+    pub(crate) arrived: u8,
+    pub(crate) pc: u32,
+    pub(crate) generation: u64,
+}
+
+/// An MMA whose shared-memory reads are in flight (for the async-proxy check).
+pub(crate) struct Flight {
+    pub(crate) chunks: Vec<u32>,
+    pub(crate) issuer: u32,
+    pub(crate) pc: u32,
+    /// The mbarrier (CTA, offset) and phase its commit arrived on.
+    pub(crate) commit: Option<(usize, u32, u64)>,
+}
+
+/// Async-proxy bookkeeping of one CTA's shared memory.
+pub(crate) struct Proxy {
+    /// Per byte: the cluster thread that last wrote it with an ordinary store, plus one.
+    pub(crate) writer: Vec<u32>,
+    /// Per byte: that thread's proxy-fence count at the time of the write.
+    pub(crate) epoch: Vec<u32>,
+    /// Per 16-byte chunk: in-flight MMAs reading it.
+    pub(crate) busy: Vec<u16>,
+    pub(crate) flights: Vec<Flight>,
+}
+
+pub(crate) struct Cta {
+    pub(crate) id: CtaId,
+    pub(crate) smem: Smem,
+    pub(crate) tmem: Tmem,
+    pub(crate) mbars: HashMap<u32, Mbar>,
+    bars: [Bar; 16],
+    live_threads: u32,
+    live_warps: u32,
+    pub(crate) groups: Vec<Rendezvous>,
+    pub(crate) proxy: Option<Proxy>,
+}
+
+pub(crate) struct Cluster {
+    pub(crate) ctas: Vec<Cta>,
+    pub(crate) warps: Vec<Warp>,
+    cbar_arrived: u32,
+    cbar_phase: u64,
+    /// Per cluster thread: `fence.proxy.async` executed so far, and that count as of the
+    /// thread's last barrier arrival.
+    pub(crate) fences: Vec<u32>,
+    pub(crate) published: Vec<u32>,
+    /// (cluster thread, CTA, mbarrier offset) -> completed phases of that mbarrier the
+    /// thread has seen through a successful wait.
+    pub(crate) observed: HashMap<(u32, u32, u32), u64>,
+}
+
+impl Cluster {
+    fn live_threads(&self) -> u32 {
+        self.ctas.iter().map(|c| c.live_threads).sum()
+    }
+}
+
+pub(crate) struct Machine<'a> {
+    pub(crate) prog: &'a Program,
+    pub(crate) mem: &'a mut Memory,
+    params: Vec<Vec<u8>>,
+    pub(crate) cfg: Config,
+    opts: &'a Options,
+    lane_insts: u64,
+    warp_insts: u64,
+    /// `warp_insts` when the current cluster started (the watchdog budget is per cluster).
+    cluster_start: u64,
+    trace: Vec<TraceEntry>,
+    snapshots: Vec<Snapshot>,
+    /// Per snapshot request: the stage ids it names, and whether it was taken.
+    snap_stages: Vec<Vec<u32>>,
+    snap_done: Vec<bool>,
+}
+
+pub(crate) fn run(
+    prog: &Program,
+    mem: &mut Memory,
+    params: Vec<Vec<u8>>,
+    launch: &Launch,
+    opts: &Options,
+) -> Result<RunStats, InterpError> {
+    let start = Instant::now();
+    let cfg = Config::resolve(prog, launch)?;
+    let snap_stages = opts
+        .snapshots
+        .iter()
+        .map(|r| {
+            let ids: Vec<u32> = (0..prog.kernel.stages.len() as u32)
+                .filter(|&i| prog.kernel.stages[i as usize] == r.stage)
+                .collect();
+            if ids.is_empty() {
+                Err(InterpError::Launch {
+                    kernel: prog.kernel.name.clone(),
+                    message: format!(
+                        "a snapshot names stage `{}`, which the kernel lacks",
+                        r.stage
+                    ),
+                })
+            } else {
+                Ok(ids)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut m = Machine {
+        prog,
+        mem,
+        params,
+        snap_done: vec![false; opts.snapshots.len()],
+        snap_stages,
+        cfg,
+        opts,
+        lane_insts: 0,
+        warp_insts: 0,
+        cluster_start: 0,
+        trace: Vec::new(),
+        snapshots: Vec::new(),
+    };
+    let [gx, gy, gz] = m.cfg.grid;
+    let [cx, cy, cz] = m.cfg.cluster;
+    let mut clusters = 0;
+    for z in (0..gz).step_by(cz as usize) {
+        for y in (0..gy).step_by(cy as usize) {
+            for x in (0..gx).step_by(cx as usize) {
+                m.run_cluster([x, y, z])?;
+                clusters += 1;
+            }
+        }
+    }
+    Ok(RunStats {
+        lane_instructions: m.lane_insts,
+        warp_instructions: m.warp_insts,
+        wall: start.elapsed(),
+        clusters,
+        ctas: clusters * m.cfg.ctas_per_cluster,
+        register_bytes_per_warp: prog.warp_register_bytes(),
+        trace: m.trace,
+        snapshots: m.snapshots,
+    })
+}
+
+/// A fault at the warp's current op.
+pub(crate) fn fault(
+    prog: &Program,
+    cfg: &Config,
+    w: &Warp,
+    kind: FaultKind,
+    lane: Option<usize>,
+    address: Option<u64>,
+    message: String,
+) -> InterpError {
+    let thread = lane.map(|l| w.id * 32 + l as u32);
+    InterpError::Fault(Box::new(Fault {
+        kind,
+        site: site(prog, w),
+        thread,
+        tid: thread.map(|t| cfg.tid(t)),
+        address,
+        message,
+    }))
+}
+
+fn site(prog: &Program, w: &Warp) -> Site {
+    let meta = &prog.meta[w.pc as usize];
+    Site {
+        op: meta.op,
+        stage: meta.stage.map(|s| prog.kernel.stages[s as usize].clone()),
+        loc: meta.loc,
+        cta: w.cta_id.expect("a warp belongs to a CTA"),
+        warp: w.id,
+    }
+}
+
+/// Lanes of `m` whose predicate `p` holds (all of `m` when there is no predicate).
+#[inline]
+pub(crate) fn pred_mask(regs: &[u64], m: u32, p: Slot) -> u32 {
+    if p == NONE {
+        return m;
+    }
+    let p = p as usize * 32;
+    let mut out = 0;
+    for l in 0..32 {
+        out |= ((regs[p + l] & 1) as u32) << l;
+    }
+    out & m
+}
+
+#[inline]
+pub(crate) fn reg(regs: &[u64], s: Slot, lane: usize) -> u64 {
+    regs[s as usize * 32 + lane]
+}
+
+/// The lanes of `m`, lowest first.
+pub(crate) fn lanes_of(m: u32) -> impl Iterator<Item = usize> {
+    let mut mm = m;
+    std::iter::from_fn(move || {
+        (mm != 0).then(|| {
+            let l = mm.trailing_zeros() as usize;
+            mm &= mm - 1;
+            l
+        })
+    })
+}
+
+fn mask_str(m: u32) -> String {
+    format!("{m:#010x}")
+}
+
+/// Where a shared::cluster address points: the CTA index in the cluster and the
+/// shared::cta address there.
+pub(crate) fn resolve_cluster(own: usize, ncta: usize, addr: u32) -> Option<(usize, u64)> {
+    let hi = addr >> CLUSTER_SHIFT;
+    if hi == 0 {
+        return Some((own, addr as u64));
+    }
+    let rank = (hi - 1) as usize;
+    (rank < ncta).then_some((rank, (addr & ((1 << CLUSTER_SHIFT) - 1)) as u64))
+}
+
+/// What an op tells the warp loop.
+pub(crate) enum Flow {
+    Next,
+    Block,
+}
+
+impl<'a> Machine<'a> {
+    fn new_cluster(&self, origin: [u32; 3]) -> Cluster {
+        let cfg = &self.cfg;
+        let [cx, cy, _] = cfg.cluster;
+        let ncta = cfg.ctas_per_cluster as usize;
+        let nslots = self.prog.nslots as usize;
+        let mut ctas = Vec::with_capacity(ncta);
+        let mut warps = Vec::with_capacity(ncta * cfg.nwarps as usize);
+        for rank in 0..ncta as u32 {
+            let pos = [rank % cx, (rank / cx) % cy, rank / (cx * cy)];
+            let id = CtaId {
+                block: [origin[0] + pos[0], origin[1] + pos[1], origin[2] + pos[2]],
+                rank,
+            };
+            let smem_len = cfg.smem as usize;
+            ctas.push(Cta {
+                id,
+                smem: Smem::new(smem_len),
+                tmem: Tmem::new(),
+                mbars: HashMap::new(),
+                bars: [Bar::default(); 16],
+                live_threads: cfg.nthreads,
+                live_warps: cfg.nwarps,
+                groups: vec![Rendezvous::default(); cfg.nwarps.div_ceil(4) as usize],
+                proxy: self.opts.async_proxy_check.then(|| Proxy {
+                    writer: vec![0; smem_len],
+                    epoch: vec![0; smem_len],
+                    busy: vec![0; smem_len.div_ceil(16)],
+                    flights: Vec::new(),
+                }),
+            });
+            for wid in 0..cfg.nwarps {
+                let lanes = (cfg.nthreads - wid * 32).min(32);
+                let full = if lanes == 32 { FULL } else { (1 << lanes) - 1 };
+                let mut regs = vec![0u64; nslots * 32];
+                for &(s, v) in &self.prog.consts {
+                    regs[s as usize * 32..s as usize * 32 + 32].fill(v);
+                }
+                let traced_lane = self.opts.trace.as_ref().and_then(|t| {
+                    (t.block == id.block && t.thread / 32 == wid)
+                        .then_some((t.thread % 32) as usize)
+                });
+                warps.push(Warp {
+                    cta: rank as usize,
+                    cta_id: Some(id),
+                    id: wid,
+                    active: full,
+                    full,
+                    regs,
+                    pending: vec![0; nslots],
+                    poison: vec![0; nslots],
+                    traced_lane,
+                    ..Warp::default()
+                });
+            }
+        }
+        let nthreads = ncta * cfg.nthreads as usize;
+        Cluster {
+            ctas,
+            warps,
+            cbar_arrived: 0,
+            cbar_phase: 0,
+            fences: vec![0; nthreads],
+            published: vec![0; nthreads],
+            observed: HashMap::new(),
+        }
+    }
+
+    fn run_cluster(&mut self, origin: [u32; 3]) -> Result<(), InterpError> {
+        let mut cl = self.new_cluster(origin);
+        self.cluster_start = self.warp_insts;
+        loop {
+            let mut progress = false;
+            let mut all_exited = true;
+            for i in 0..cl.warps.len() {
+                if cl.warps[i].exited {
+                    continue;
+                }
+                let mut w = std::mem::take(&mut cl.warps[i]);
+                let r = self.run_warp(&mut cl, &mut w);
+                cl.warps[i] = w;
+                progress |= r?;
+                all_exited &= cl.warps[i].exited;
+            }
+            if all_exited {
+                return Ok(());
+            }
+            if !progress {
+                return Err(self.deadlock(&cl));
+            }
+        }
+    }
+
+    fn deadlock(&self, cl: &Cluster) -> InterpError {
+        let blocked = cl
+            .warps
+            .iter()
+            .filter(|w| !w.exited)
+            .map(|w| BlockedWarp {
+                site: site(self.prog, w),
+                waiting_for: self.describe_wait(cl, w),
+            })
+            .collect();
+        let exited = cl
+            .ctas
+            .iter()
+            .enumerate()
+            .filter_map(|(c, cta)| {
+                let ids: Vec<String> = cl
+                    .warps
+                    .iter()
+                    .filter(|w| w.cta == c && w.exited)
+                    .map(|w| w.id.to_string())
+                    .collect();
+                (!ids.is_empty()).then(|| format!("{}: warps [{}]", cta.id, ids.join(", ")))
+            })
+            .collect();
+        InterpError::Deadlock(Box::new(Deadlock {
+            kernel: self.prog.kernel.name.clone(),
+            blocked,
+            exited,
+        }))
+    }
+
+    /// What the blocked warp `w` waits for, with the state of that object.
+    fn describe_wait(&self, cl: &Cluster, w: &Warp) -> String {
+        let cta = &cl.ctas[w.cta];
+        match &self.prog.code[w.pc as usize] {
+            Ins::BarSync { id } => format!(
+                "barrier {id}: {} of {} live threads of the CTA arrived",
+                cta.bars[*id as usize].arrived, cta.live_threads
+            ),
+            Ins::MbarWait { bar, parity } => {
+                let Some(l) = lanes_of(w.active).next() else {
+                    return "an mbarrier (no active lane)".into();
+                };
+                let addr = reg(&w.regs, *bar, l) as u32;
+                let p = reg(&w.regs, *parity, l) & 1;
+                match cta
+                    .smem
+                    .offset(addr as u64, 8)
+                    .ok()
+                    .and_then(|o| cta.mbars.get(&(o as u32)))
+                {
+                    Some(mb) => format!(
+                        "the phase of parity {p} of the mbarrier at shared {addr:#x} to complete \
+                         (it is in phase {} with {} of {} arrivals pending and tx-count {})",
+                        mb.phase, mb.pending, mb.count, mb.tx
+                    ),
+                    None => format!("the mbarrier at shared {addr:#x} (not initialised)"),
+                }
+            }
+            Ins::ClusterWait => format!(
+                "the cluster barrier: {} of {} live threads of the cluster arrived in phase {}{}",
+                cl.cbar_arrived,
+                cl.live_threads(),
+                cl.cbar_phase,
+                if w.cluster_arrived.is_none() {
+                    "; this warp never arrived (barrier.cluster.wait without \
+                     barrier.cluster.arrive)"
+                } else {
+                    ""
+                }
+            ),
+            Ins::WgMma { .. } => {
+                let g = &cta.groups[(w.id / 4) as usize];
+                let missing: Vec<String> = (0..4)
+                    .filter(|i| g.arrived >> i & 1 == 0)
+                    .map(|i| (4 * (w.id / 4) + i).to_string())
+                    .collect();
+                format!(
+                    "the other warps of warpgroup {} at this wgmma.mma_async (missing warps [{}])",
+                    w.id / 4,
+                    missing.join(", ")
+                )
+            }
+            Ins::TcAlloc { ncols, .. } => {
+                let held: Vec<String> = cta
+                    .tmem
+                    .allocs
+                    .iter()
+                    .map(|a| format!("{} columns at {} by warp {}", a.ncols, a.col, a.warp))
+                    .collect();
+                format!(
+                    "{ncols} free TMEM columns (held: {})",
+                    if held.is_empty() {
+                        "none".into()
+                    } else {
+                        held.join(", ")
+                    }
+                )
+            }
+            other => format!("nothing known ({other:?})"),
+        }
+    }
+
+    /// Runs `w` until it blocks or exits; whether it changed any state.
+    fn run_warp(&mut self, cl: &mut Cluster, w: &mut Warp) -> Result<bool, InterpError> {
+        let prog = self.prog;
+        let mut progressed = false;
+        loop {
+            let pc = w.pc as usize;
+            let ins = &prog.code[pc];
+            if w.npending != 0 || !w.poison_from.is_empty() {
+                self.check_pending(w, pc)?;
+            }
+            let m = w.active;
+            match ins {
+                Ins::Mov { d, a } => alu::map1(&mut w.regs, m, *d, *a, |x| x),
+                Ins::Un { op, d, a } => alu::unary(*op, &mut w.regs, m, *d, *a),
+                Ins::Bin { op, d, a, b } => {
+                    alu::binary(*op, &mut w.regs, m, *d, *a, *b).map_err(|lane| {
+                        fault(
+                            prog,
+                            &self.cfg,
+                            w,
+                            FaultKind::DivideByZero,
+                            Some(lane),
+                            None,
+                            format!(
+                                "{} by zero (dividend {:#x}); PTX leaves the result unspecified",
+                                if matches!(prog.meta[pc].op, "rem") {
+                                    "remainder"
+                                } else {
+                                    "division"
+                                },
+                                reg(&w.regs, *a, lane)
+                            ),
+                        )
+                    })?
+                }
+                Ins::Tern { op, d, abc } => alu::ternary(*op, &mut w.regs, m, *d, *abc),
+                Ins::Setp { cmp, ty, d, a, b } => {
+                    let (cmp, ty) = (*cmp, *ty);
+                    alu::map2(&mut w.regs, m, *d, *a, *b, |x, y| {
+                        alu::compare(cmp, ty, x, y) as u64
+                    })
+                }
+                Ins::Selp { d, a, b, p } => {
+                    alu::map3(&mut w.regs, m, *d, [*a, *b, *p], |x, y, c| {
+                        if c & 1 != 0 { x } else { y }
+                    })
+                }
+                Ins::Convert {
+                    from,
+                    to,
+                    rnd,
+                    d,
+                    a,
+                } => {
+                    let (from, to, rnd) = (*from, *to, *rnd);
+                    alu::map1(&mut w.regs, m, *d, *a, |x| alu::convert(from, to, rnd, x))
+                }
+                Ins::Pack { half, d, lo, hi } => {
+                    let (half, mask) = (*half, (1u64 << *half) - 1);
+                    alu::map2(&mut w.regs, m, *d, *lo, *hi, |l, h| {
+                        (h & mask) << half | (l & mask)
+                    })
+                }
+                Ins::Unpack { half, lo, hi, a } => {
+                    let (half, mask) = (*half, (1u64 << *half) - 1);
+                    let src = *a;
+                    alu::map1(&mut w.regs, m, *hi, src, |x| (x >> half) & mask);
+                    alu::map1(&mut w.regs, m, *lo, src, |x| x & mask);
+                }
+                Ins::Prmt { d, a, b, c } => {
+                    alu::map3(&mut w.regs, m, *d, [*a, *b, *c], |x, y, z| {
+                        alu::prmt(x as u32, y as u32, z as u32) as u64
+                    })
+                }
+                Ins::Packed { op, d, abc } => {
+                    let op = *op;
+                    alu::map3(&mut w.regs, m, *d, *abc, |x, y, z| cvt::packed(op, x, y, z))
+                }
+                Ins::LdParam {
+                    d,
+                    param,
+                    offset,
+                    bytes,
+                } => {
+                    let p = &self.params[*param as usize];
+                    let mut b = [0u8; 8];
+                    let (o, n) = (*offset as usize, *bytes as usize);
+                    b[..n].copy_from_slice(&p[o..o + n]);
+                    let v = u64::from_le_bytes(b);
+                    alu::map1(&mut w.regs, m, *d, *d, |_| v);
+                }
+                Ins::Ld {
+                    space,
+                    ty,
+                    n,
+                    d,
+                    addr,
+                    offset,
+                    pred,
+                } => self.load(cl, w, *space, *ty, *n, d, *addr, *offset, *pred)?,
+                Ins::St {
+                    space,
+                    ty,
+                    n,
+                    s,
+                    addr,
+                    offset,
+                    pred,
+                } => self.store(cl, w, *space, *ty, *n, s, *addr, *offset, *pred)?,
+                Ins::Special { d, reg: sr } => {
+                    let v = self.special(cl, w, *sr);
+                    let base = *d as usize * 32;
+                    for l in lanes_of(m) {
+                        w.regs[base + l] = v[l] as u64;
+                    }
+                }
+                Ins::BarSync { id } => {
+                    if let Flow::Block = self.bar_sync(cl, w, *id as usize, &mut progressed)? {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::Shfl { mode, d, a, b, c } => {
+                    self.require_full_warp(w, "shfl.sync with member mask 0xffffffff")?;
+                    let (src, bv) = (lanes_arr(&w.regs, *a), lanes_arr(&w.regs, *b));
+                    let (cval, seg) = (c & 0x1f, (c >> 8) & 0x1f);
+                    let base = *d as usize * 32;
+                    let mut out = lanes_arr(&w.regs, *d);
+                    for lane in 0..32u32 {
+                        // PTX §9.7.9.6: segment bounds from c, source lane per mode.
+                        let bval = (bv[lane as usize] as u32) & 0x1f;
+                        let max_lane = (lane & seg) | (cval & !seg);
+                        let min_lane = lane & seg;
+                        let (j, ok) = match mode {
+                            ShflMode::Up => {
+                                let j = lane as i32 - bval as i32;
+                                (j, j >= max_lane as i32)
+                            }
+                            ShflMode::Down => {
+                                let j = (lane + bval) as i32;
+                                (j, j <= max_lane as i32)
+                            }
+                            ShflMode::Bfly => {
+                                let j = (lane ^ bval) as i32;
+                                (j, j <= max_lane as i32)
+                            }
+                            ShflMode::Idx => {
+                                let j = (min_lane | (bval & !seg)) as i32;
+                                (j, j <= max_lane as i32)
+                            }
+                        };
+                        let j = if ok { j as usize } else { lane as usize };
+                        if w.full >> lane & 1 == 0 {
+                            continue;
+                        }
+                        if w.full >> j & 1 == 0 {
+                            return Err(fault(
+                                prog,
+                                &self.cfg,
+                                w,
+                                FaultKind::Collective,
+                                Some(lane as usize),
+                                None,
+                                format!(
+                                    "shfl.sync reads lane {j}, past the end of the CTA (the \
+                                     value is undefined)"
+                                ),
+                            ));
+                        }
+                        out[lane as usize] = src[j];
+                    }
+                    w.regs[base..base + 32].copy_from_slice(&out);
+                }
+                Ins::Ballot { d, p } => {
+                    self.require_full_warp(w, "vote.sync.ballot with member mask 0xffffffff")?;
+                    let v = pred_mask(&w.regs, m, *p) as u64;
+                    alu::map1(&mut w.regs, m, *d, *d, |_| v);
+                }
+                Ins::Elect { d } => {
+                    self.require_full_warp(w, "elect.sync with member mask 0xffffffff")?;
+                    let leader = m.trailing_zeros();
+                    let base = *d as usize * 32;
+                    for l in lanes_of(m) {
+                        w.regs[base + l] = (l as u32 == leader) as u64;
+                    }
+                }
+                Ins::ProxyFence => {
+                    let base = w.cta * self.cfg.nthreads as usize + w.id as usize * 32;
+                    for l in lanes_of(m) {
+                        cl.fences[base + l] += 1;
+                    }
+                }
+                Ins::Nop => {}
+                Ins::MbarInit { bar, count } => self.mbar_init(cl, w, *bar, *count)?,
+                Ins::MbarArrive { bar, tx, remote } => {
+                    for l in lanes_of(m) {
+                        let addr = reg(&w.regs, *bar, l) as u32;
+                        let tx = if *tx == NONE {
+                            0
+                        } else {
+                            reg(&w.regs, *tx, l) as u32
+                        };
+                        let (c, off) = self.mbar_target(cl, w, l, addr, *remote)?;
+                        self.mbar_arrive(cl, w, l, c, off, tx as i64)?;
+                        self.publish(cl, w, l);
+                    }
+                }
+                Ins::MbarWait { bar, parity } => {
+                    let mut done = true;
+                    for l in lanes_of(m) {
+                        let addr = reg(&w.regs, *bar, l) as u32;
+                        let (c, off) = self.mbar_target(cl, w, l, addr, false)?;
+                        let p = reg(&w.regs, *parity, l) & 1;
+                        // try_wait.parity p succeeds once the phase of parity p completed,
+                        // i.e. while the current phase has the other parity (PTX
+                        // §9.7.13.15.16): a fresh barrier blocks wait(0) and passes wait(1).
+                        done &= cl.ctas[c].mbars[&off].phase & 1 != p;
+                    }
+                    if !done {
+                        return Ok(progressed);
+                    }
+                    if self.opts.async_proxy_check {
+                        self.observe(cl, w, *bar, *parity);
+                    }
+                }
+                Ins::ClusterArrive => {
+                    self.require_aligned(w, "barrier.cluster.arrive.aligned")?;
+                    if w.cluster_arrived.is_some() {
+                        return Err(fault(
+                            prog,
+                            &self.cfg,
+                            w,
+                            FaultKind::ClusterBarrier,
+                            None,
+                            None,
+                            "a second barrier.cluster.arrive before the barrier completed (each \
+                             thread arrives once per phase)"
+                                .into(),
+                        ));
+                    }
+                    w.cluster_arrived = Some(cl.cbar_phase);
+                    cl.cbar_arrived += w.full.count_ones();
+                    for l in lanes_of(m) {
+                        self.publish(cl, w, l);
+                    }
+                    Self::complete_cluster_barrier(cl);
+                }
+                Ins::ClusterWait => {
+                    self.require_aligned(w, "barrier.cluster.wait.aligned")?;
+                    // Without its own arrival the phase cannot complete: the warp waits
+                    // forever, as on the hardware, and the deadlock report says why.
+                    let Some(phase) = w.cluster_arrived else {
+                        return Ok(progressed);
+                    };
+                    if cl.cbar_phase <= phase {
+                        return Ok(progressed);
+                    }
+                    w.cluster_arrived = None;
+                }
+                Ins::Mapa { d, a, rank } => {
+                    let ncta = self.cfg.ctas_per_cluster;
+                    for l in lanes_of(m) {
+                        let addr = reg(&w.regs, *a, l) as u32;
+                        let r = reg(&w.regs, *rank, l) as u32;
+                        if r >= ncta || addr >> CLUSTER_SHIFT != 0 {
+                            return Err(fault(
+                                prog,
+                                &self.cfg,
+                                w,
+                                FaultKind::OutOfBounds,
+                                Some(l),
+                                Some(addr as u64),
+                                format!(
+                                    "mapa of shared::cta address {addr:#x} to rank {r}: the \
+                                     cluster has {ncta} CTA(s) and shared::cta addresses are \
+                                     below {:#x}",
+                                    1u32 << CLUSTER_SHIFT
+                                ),
+                            ));
+                        }
+                        w.regs[*d as usize * 32 + l] = ((r + 1) << CLUSTER_SHIFT | addr) as u64;
+                    }
+                }
+                Ins::TcAlloc { dst, ncols } => {
+                    if let Flow::Block = self.tc_alloc(cl, w, *dst, *ncols)? {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::TcRelinquish => {
+                    self.require_full_warp(w, "tcgen05.relinquish_alloc_permit.sync.aligned")?;
+                    cl.ctas[w.cta].tmem.relinquished = true;
+                }
+                Ins::TcDealloc { taddr, ncols } => self.tc_dealloc(cl, w, *taddr, *ncols)?,
+                Ins::TcMma {
+                    d,
+                    a,
+                    b,
+                    idesc,
+                    acc,
+                } => self.tc_mma(cl, w, [*d, *a, *b, *idesc, *acc])?,
+                Ins::TcCommit { mbar } => self.tc_commit(cl, w, *mbar)?,
+                Ins::TcLd { list, n, taddr } => self.tc_ld(cl, w, *list, *n, *taddr)?,
+                Ins::TcWaitLd => {
+                    for s in std::mem::take(&mut w.tc_pending) {
+                        w.retire_pending(s);
+                    }
+                }
+                Ins::WgFence => self.require_full_warp(w, "wgmma.fence.sync.aligned")?,
+                Ins::WgMma { .. } => {
+                    if let Flow::Block = self.wg_mma(cl, w, &mut progressed)? {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::WgCommit => {
+                    self.require_full_warp(w, "wgmma.commit_group.sync.aligned")?;
+                    let group = std::mem::take(&mut w.wg_uncommitted);
+                    w.wg_groups.push_back(group);
+                }
+                Ins::WgWait { n } => {
+                    self.require_full_warp(w, "wgmma.wait_group.sync.aligned")?;
+                    while w.wg_groups.len() > *n as usize {
+                        for s in w.wg_groups.pop_front().expect("non-empty") {
+                            w.retire_pending(s);
+                        }
+                    }
+                }
+                Ins::If { c, else_pc } => {
+                    let cm = pred_mask(&w.regs, m, *c);
+                    let (t, e) = (m & cm, m & !cm);
+                    if e == 0 {
+                        w.pc += 1;
+                    } else if t == 0 {
+                        w.pc = *else_pc;
+                    } else {
+                        w.stack.push(Frame {
+                            tag: pc as u32,
+                            saved: m,
+                            else_mask: e,
+                        });
+                        w.active = t;
+                        w.pc += 1;
+                    }
+                    continue;
+                }
+                Ins::Else { if_pc, end_pc } => {
+                    match w.stack.last_mut() {
+                        Some(f) if f.tag == *if_pc && f.else_mask != 0 => {
+                            w.active = f.else_mask;
+                            f.else_mask = 0;
+                            w.pc += 1;
+                        }
+                        _ => w.pc = *end_pc,
+                    }
+                    continue;
+                }
+                Ins::EndIf { if_pc } => {
+                    if let Some(f) = w.stack.last()
+                        && f.tag == *if_pc
+                    {
+                        w.active = f.saved;
+                        w.stack.pop();
+                    }
+                    w.pc += 1;
+                    continue;
+                }
+                Ins::LoopBegin => {
+                    w.stack.push(Frame {
+                        tag: pc as u32,
+                        saved: m,
+                        else_mask: 0,
+                    });
+                    w.pc += 1;
+                    continue;
+                }
+                Ins::LoopTest { c, exit_pc } => {
+                    let stay = pred_mask(&w.regs, m, *c);
+                    if stay == 0 {
+                        let f = w.stack.pop().expect("loop frame");
+                        w.active = f.saved;
+                        w.pc = *exit_pc;
+                    } else {
+                        w.active = stay;
+                        w.pc += 1;
+                    }
+                    continue;
+                }
+                Ins::LoopEnd { head_pc } => {
+                    w.pc = *head_pc;
+                    self.tick(w, m)?;
+                    continue;
+                }
+                Ins::Stage { id } => {
+                    if !self.opts.snapshots.is_empty() {
+                        if let Some(prev) = w.stage {
+                            self.snapshot(cl, w, prev, StagePoint::End);
+                        }
+                        self.snapshot(cl, w, *id, StagePoint::Start);
+                    }
+                    w.stage = Some(*id);
+                    w.pc += 1;
+                    continue;
+                }
+                Ins::Exit => {
+                    if !self.opts.snapshots.is_empty()
+                        && let Some(prev) = w.stage
+                    {
+                        self.snapshot(cl, w, prev, StagePoint::End);
+                    }
+                    self.exit_warp(cl, w)?;
+                    return Ok(true);
+                }
+            }
+            progressed = true;
+            if let Some(l) = w.traced_lane
+                && m >> l & 1 != 0
+            {
+                self.record_trace(w, pc, l);
+            }
+            self.tick(w, m)?;
+            w.pc += 1;
+        }
+    }
+
+    /// Counts an executed instruction and enforces the instruction budget.
+    #[inline]
+    fn tick(&mut self, w: &Warp, m: u32) -> Result<(), InterpError> {
+        self.warp_insts += 1;
+        self.lane_insts += m.count_ones() as u64;
+        if self.warp_insts - self.cluster_start > self.opts.max_warp_instructions {
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Watchdog,
+                None,
+                None,
+                format!(
+                    "{} warp-instructions executed in this cluster \
+                     (Options::max_warp_instructions); a runtime loop may never end",
+                    self.opts.max_warp_instructions
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Faults on a read of a register whose asynchronous producer has not been waited for;
+    /// forgets pending writes to registers this op overwrites.
+    fn check_pending(&self, w: &mut Warp, pc: usize) -> Result<(), InterpError> {
+        let meta = &self.prog.meta[pc];
+        let (at, nuse, ndef) = (meta.use_at as usize, meta.nuse as usize, meta.ndef as usize);
+        // wgmma reads its own in-flight accumulators (a chain of MMAs into one accumulator
+        // needs no wait in between) and re-runs while its warpgroup gathers.
+        if matches!(self.prog.code[pc], Ins::WgMma { .. }) {
+            return Ok(());
+        }
+        {
+            for &s in &self.prog.uses[at..at + nuse] {
+                if s != NONE && w.pending[s as usize] != 0 {
+                    let by = if w.tc_pending.contains(&s) {
+                        "a tcgen05.ld not yet followed by tcgen05.wait::ld"
+                    } else {
+                        "a wgmma.mma_async whose group was not yet waited for with wgmma.wait_group"
+                    };
+                    return Err(fault(
+                        self.prog,
+                        &self.cfg,
+                        w,
+                        FaultKind::AsyncRegister,
+                        None,
+                        None,
+                        format!("reads a register written by {by}"),
+                    ));
+                }
+            }
+        }
+        if !w.poison_from.is_empty() {
+            for &s in &self.prog.uses[at..at + nuse] {
+                let bad = if s == NONE {
+                    0
+                } else {
+                    w.poison[s as usize] & w.active
+                };
+                if bad != 0 {
+                    let lane = bad.trailing_zeros() as usize;
+                    let (tl, tc) = w.poison_from[&s];
+                    return Err(fault(
+                        self.prog,
+                        &self.cfg,
+                        w,
+                        FaultKind::Uninitialized,
+                        Some(lane),
+                        None,
+                        format!(
+                            "uses a value that tcgen05.ld loaded from never-written tensor memory \
+                             (TMEM lane {tl}, column {tc} is the first such cell)"
+                        ),
+                    ));
+                }
+            }
+        }
+        for &s in &self.prog.uses[at + nuse..at + nuse + ndef] {
+            if s != NONE {
+                while w.pending[s as usize] != 0 {
+                    w.retire_pending(s);
+                }
+                if w.poison[s as usize] != 0 {
+                    w.poison[s as usize] &= !w.active;
+                    if w.poison[s as usize] == 0 {
+                        w.poison_from.remove(&s);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn record_trace(&mut self, w: &Warp, pc: usize, lane: usize) {
+        let Some(req) = &self.opts.trace else { return };
+        if self.trace.len() >= req.max_entries {
+            return;
+        }
+        let meta = &self.prog.meta[pc];
+        let Some(i) = meta.inst else { return };
+        let inst = &self.prog.insts[i as usize];
+        let values = inst
+            .op
+            .defs()
+            .into_iter()
+            .map(|r| {
+                let s = self.prog.reg_slot[r.index()];
+                (r, self.prog.kernel.reg_ty(r), reg(&w.regs, s, lane))
+            })
+            .collect();
+        self.trace.push(TraceEntry {
+            stage: meta
+                .stage
+                .map(|s| self.prog.kernel.stages[s as usize].clone()),
+            op: meta.op,
+            loc: meta.loc,
+            values,
+        });
+    }
+
+    fn snapshot(&mut self, cl: &Cluster, w: &Warp, stage: u32, at: StagePoint) {
+        let cta = &cl.ctas[w.cta];
+        for (i, req) in self.opts.snapshots.iter().enumerate() {
+            let SnapshotRequest {
+                block,
+                at: when,
+                what,
+                ..
+            } = req;
+            if self.snap_done[i]
+                || *when != at
+                || *block != cta.id.block
+                || !self.snap_stages[i].contains(&stage)
+            {
+                continue;
+            }
+            self.snap_done[i] = true;
+            let data = match *what {
+                SnapshotWhat::Smem { offset, bytes } => SnapshotData::Smem(
+                    (offset..offset + bytes)
+                        .map(|o| {
+                            let o = o as usize;
+                            (o < cta.smem.data.len() && cta.smem.written.get(o))
+                                .then(|| cta.smem.data[o])
+                        })
+                        .collect(),
+                ),
+                SnapshotWhat::Tmem {
+                    lane,
+                    lanes,
+                    col,
+                    cols,
+                } => SnapshotData::Tmem(
+                    (lane..lane + lanes)
+                        .map(|l| cta.tmem.peek(l, col, cols))
+                        .collect(),
+                ),
+            };
+            self.snapshots.push(Snapshot {
+                request: i,
+                warp: w.id,
+                data,
+            });
+        }
+    }
+
+    /// `.sync` ops with a full member mask: every existing lane of the warp takes part (the
+    /// lanes past the end of a CTA whose size is not a multiple of 32 count as exited).
+    pub(crate) fn require_full_warp(&self, w: &Warp, what: &str) -> Result<(), InterpError> {
+        if w.active != w.full {
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Collective,
+                None,
+                None,
+                format!(
+                    "{what} needs all {} lanes of the warp, but the active mask is {}",
+                    w.full.count_ones(),
+                    mask_str(w.active)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `.aligned` barriers: every existing lane of the warp executes it together.
+    fn require_aligned(&self, w: &Warp, what: &str) -> Result<(), InterpError> {
+        if w.active != w.full {
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::DivergentBarrier,
+                None,
+                None,
+                format!(
+                    "{what} reached by lanes {} of the warp's {}: the whole warp must execute it \
+                     together",
+                    mask_str(w.active),
+                    mask_str(w.full)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records, per waiting thread, the mbarrier phases its successful wait has seen: the
+    /// latest completed phase of the awaited parity.
+    fn observe(&self, cl: &mut Cluster, w: &Warp, bar: Slot, parity: Slot) {
+        for l in lanes_of(w.active) {
+            let off = (reg(&w.regs, bar, l) as u32).wrapping_sub(SMEM_BASE);
+            let p = reg(&w.regs, parity, l) & 1;
+            let completed = cl.ctas[w.cta].mbars[&off].phase;
+            let seen = if completed > 0 && (completed - 1) & 1 == p {
+                completed
+            } else {
+                completed.saturating_sub(1)
+            };
+            let t = (w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + l) as u32;
+            let e = cl.observed.entry((t, w.cta as u32, off)).or_insert(0);
+            *e = (*e).max(seen);
+        }
+    }
+
+    /// A thread's barrier arrival makes its proxy fences count for MMAs issued after it.
+    pub(crate) fn publish(&self, cl: &mut Cluster, w: &Warp, lane: usize) {
+        let t = w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane;
+        cl.published[t] = cl.fences[t];
+    }
+
+    fn special(&self, cl: &Cluster, w: &Warp, sr: SpecialReg) -> [u32; 32] {
+        let cfg = &self.cfg;
+        let id = cl.ctas[w.cta].id;
+        std::array::from_fn(|l| {
+            let t = w.id * 32 + l as u32;
+            let tid = cfg.tid(t);
+            match sr {
+                SpecialReg::TidX => tid[0],
+                SpecialReg::TidY => tid[1],
+                SpecialReg::TidZ => tid[2],
+                SpecialReg::NtidX => cfg.block[0],
+                SpecialReg::CtaidX => id.block[0],
+                SpecialReg::CtaidY => id.block[1],
+                SpecialReg::CtaidZ => id.block[2],
+                SpecialReg::NctaidX => cfg.grid[0],
+                SpecialReg::NctaidY => cfg.grid[1],
+                SpecialReg::NctaidZ => cfg.grid[2],
+                SpecialReg::LaneId => l as u32,
+                SpecialReg::ClusterCtaRank => id.rank,
+                SpecialReg::ClusterNctaRank => cfg.ctas_per_cluster,
+            }
+        })
+    }
+
+    /// `bar.sync id`: every live thread of the CTA arrives, whole warps at a time.
+    fn bar_sync(
+        &mut self,
+        cl: &mut Cluster,
+        w: &mut Warp,
+        id: usize,
+        progressed: &mut bool,
+    ) -> Result<Flow, InterpError> {
+        if w.bar_wait.is_none() {
+            if w.active != w.full {
+                return Err(fault(
+                    self.prog,
+                    &self.cfg,
+                    w,
+                    FaultKind::DivergentBarrier,
+                    None,
+                    None,
+                    format!(
+                        "bar.sync {id} reached by lanes {} of the warp's {}: every thread of the \
+                         CTA must arrive, and a warp arrives whole",
+                        mask_str(w.active),
+                        mask_str(w.full)
+                    ),
+                ));
+            }
+            for l in lanes_of(w.active) {
+                self.publish(cl, w, l);
+            }
+            let cta = &mut cl.ctas[w.cta];
+            let bar = &mut cta.bars[id];
+            bar.arrived += w.full.count_ones();
+            w.bar_wait = Some((id, bar.generation));
+            *progressed = true;
+            if bar.arrived >= cta.live_threads {
+                bar.arrived = 0;
+                bar.generation += 1;
+            }
+        }
+        let (id, generation) = w.bar_wait.expect("arrived");
+        if cl.ctas[w.cta].bars[id].generation > generation {
+            w.bar_wait = None;
+            Ok(Flow::Next)
+        } else {
+            Ok(Flow::Block)
+        }
+    }
+
+    fn complete_cluster_barrier(cl: &mut Cluster) {
+        if cl.cbar_arrived > 0 && cl.cbar_arrived >= cl.live_threads() {
+            cl.cbar_arrived = 0;
+            cl.cbar_phase += 1;
+        }
+    }
+
+    fn exit_warp(&mut self, cl: &mut Cluster, w: &mut Warp) -> Result<(), InterpError> {
+        w.exited = true;
+        let cta = &mut cl.ctas[w.cta];
+        cta.live_threads -= w.full.count_ones();
+        cta.live_warps -= 1;
+        // Barriers count live threads only: an exit can complete one.
+        for bar in cta.bars.iter_mut() {
+            if bar.arrived > 0 && bar.arrived >= cta.live_threads {
+                bar.arrived = 0;
+                bar.generation += 1;
+            }
+        }
+        if cta.live_warps == 0
+            && let Some(a) = cta.tmem.allocs.first()
+        {
+            let msg = format!(
+                "the CTA exited holding {} TMEM column(s) at column {} allocated by warp {}; \
+                 tcgen05.dealloc every allocation before exit",
+                a.ncols, a.col, a.warp
+            );
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Leak,
+                None,
+                None,
+                msg,
+            ));
+        }
+        Self::complete_cluster_barrier(cl);
+        Ok(())
+    }
+
+    /// The CTA and offset of the mbarrier at `addr` (shared::cta, or shared::cluster when
+    /// `remote`), which must be initialised.
+    pub(crate) fn mbar_target(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        addr: u32,
+        remote: bool,
+    ) -> Result<(usize, u32), InterpError> {
+        let ncta = cl.ctas.len();
+        let target = if remote {
+            resolve_cluster(w.cta, ncta, addr)
+        } else {
+            Some((w.cta, addr as u64))
+        };
+        let bad = |kind, msg: String| {
+            fault(
+                self.prog,
+                &self.cfg,
+                w,
+                kind,
+                Some(lane),
+                Some(addr as u64),
+                msg,
+            )
+        };
+        let Some((c, a)) = target else {
+            return Err(bad(
+                FaultKind::OutOfBounds,
+                format!(
+                    "shared::cluster address {addr:#x} names a rank outside the cluster of {ncta}"
+                ),
+            ));
+        };
+        let smem = &cl.ctas[c].smem;
+        let off = smem.offset(a, 8).map_err(|_| {
+            bad(
+                FaultKind::OutOfBounds,
+                format!(
+                    "mbarrier address {a:#x} is outside the CTA's shared memory [{SMEM_BASE:#x}, \
+                     {:#x})",
+                    SMEM_BASE as usize + smem.data.len()
+                ),
+            )
+        })? as u32;
+        if a % 8 != 0 {
+            return Err(bad(
+                FaultKind::Misaligned,
+                format!("mbarrier address {a:#x} is not 8-byte aligned"),
+            ));
+        }
+        if !cl.ctas[c].mbars.contains_key(&off) {
+            return Err(bad(
+                FaultKind::Mbarrier,
+                format!(
+                    "no initialised mbarrier at shared {a:#x} of {}",
+                    cl.ctas[c].id
+                ),
+            ));
+        }
+        Ok((c, off))
+    }
+
+    fn mbar_init(
+        &self,
+        cl: &mut Cluster,
+        w: &Warp,
+        bar: Slot,
+        count: Slot,
+    ) -> Result<(), InterpError> {
+        for l in lanes_of(w.active) {
+            let a = reg(&w.regs, bar, l) as u32;
+            let n = reg(&w.regs, count, l) as u32;
+            let bad = |kind, msg: String| {
+                fault(self.prog, &self.cfg, w, kind, Some(l), Some(a as u64), msg)
+            };
+            let cta = &mut cl.ctas[w.cta];
+            let off = cta.smem.offset(a as u64, 8).map_err(|_| {
+                bad(
+                    FaultKind::OutOfBounds,
+                    format!("mbarrier.init at {a:#x}, outside the CTA's shared memory"),
+                )
+            })?;
+            if a % 8 != 0 {
+                return Err(bad(
+                    FaultKind::Misaligned,
+                    format!("mbarrier at {a:#x} is not 8-byte aligned"),
+                ));
+            }
+            if n == 0 || n >= 1 << 20 {
+                return Err(bad(
+                    FaultKind::Mbarrier,
+                    format!("mbarrier.init count {n}: the count is 1 ..= 2^20 - 1"),
+                ));
+            }
+            cta.mbars.insert(
+                off as u32,
+                Mbar {
+                    count: n,
+                    pending: n,
+                    tx: 0,
+                    phase: 0,
+                },
+            );
+            cta.smem.mbar_words.set_range(off / 8, 1, true);
+            cta.smem.has_mbars = true;
+        }
+        Ok(())
+    }
+
+    /// One arrival (after adding `tx` to the transaction count) on the mbarrier at `off`
+    /// of CTA `c`. A phase completes when its pending arrivals and transaction count both
+    /// reach zero (PTX §9.7.13.15.6); the barrier then starts the next phase with its count.
+    pub(crate) fn mbar_arrive(
+        &self,
+        cl: &mut Cluster,
+        w: &Warp,
+        lane: usize,
+        c: usize,
+        off: u32,
+        tx: i64,
+    ) -> Result<u64, InterpError> {
+        let mb = cl.ctas[c]
+            .mbars
+            .get_mut(&off)
+            .expect("checked by mbar_target");
+        if mb.pending == 0 {
+            let msg = format!(
+                "an arrival on the mbarrier at shared {:#x} beyond its count {} in phase {} \
+                 (the phase waits for tx-count {})",
+                SMEM_BASE + off,
+                mb.count,
+                mb.phase,
+                mb.tx
+            );
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Mbarrier,
+                Some(lane),
+                None,
+                msg,
+            ));
+        }
+        let phase = mb.phase;
+        mb.tx += tx;
+        mb.pending -= 1;
+        if mb.pending == 0 && mb.tx == 0 {
+            mb.phase += 1;
+            mb.pending = mb.count;
+        }
+        Ok(phase)
+    }
+
+    /// Reads for a load or an MMA: bytes at `address` of `space` into `out`.
+    fn read_space(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        space: Space,
+        address: u64,
+        out: &mut [u8],
+    ) -> Result<(), InterpError> {
+        match space {
+            Space::Global => self.mem.read_global(address, out).map_err(|e| {
+                let GlobalFault::OutOfBounds(why) = e;
+                self.mem_fault(w, lane, address, out.len(), "global read", why)
+            }),
+            Space::Shared | Space::SharedCluster => {
+                let (c, a) = self.shared_target(cl, w, lane, space, address, out.len())?;
+                cl.ctas[c]
+                    .smem
+                    .read(a, out)
+                    .map_err(|e| self.smem_fault(cl, w, lane, c, a, out.len(), "read", e))
+            }
+        }
+    }
+
+    /// The CTA and shared::cta address an ld/st.shared{::cluster} address names.
+    fn shared_target(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        space: Space,
+        address: u64,
+        len: usize,
+    ) -> Result<(usize, u64), InterpError> {
+        if space == Space::Shared {
+            return Ok((w.cta, address));
+        }
+        resolve_cluster(w.cta, cl.ctas.len(), address as u32).ok_or_else(|| {
+            self.mem_fault(
+                w,
+                lane,
+                address,
+                len,
+                "shared::cluster access",
+                format!(
+                    "the address names rank {} but the cluster has {} CTA(s)",
+                    (address >> CLUSTER_SHIFT) - 1,
+                    cl.ctas.len()
+                ),
+            )
+        })
+    }
+
+    fn mem_fault(
+        &self,
+        w: &Warp,
+        lane: usize,
+        address: u64,
+        len: usize,
+        what: &str,
+        why: String,
+    ) -> InterpError {
+        fault(
+            self.prog,
+            &self.cfg,
+            w,
+            FaultKind::OutOfBounds,
+            Some(lane),
+            Some(address),
+            format!("{what} of {len} byte(s) at {address:#x}: {why}"),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn smem_fault(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        c: usize,
+        a: u64,
+        len: usize,
+        what: &str,
+        e: SmemFault,
+    ) -> InterpError {
+        let cta = &cl.ctas[c];
+        let whose = if c == w.cta {
+            "the CTA's".to_string()
+        } else {
+            format!("{}'s", cta.id)
+        };
+        let end = SMEM_BASE as usize + cta.smem.data.len();
+        let (kind, msg) = match e {
+            SmemFault::OutOfBounds => (
+                FaultKind::OutOfBounds,
+                format!(
+                    "shared {what} of {len} byte(s) at {a:#x} is outside {whose} shared memory \
+                     [{SMEM_BASE:#x}, {end:#x})"
+                ),
+            ),
+            SmemFault::Uninitialized(off) => (
+                FaultKind::Uninitialized,
+                format!(
+                    "shared {what} of {len} byte(s) at {a:#x}: byte {:#x} of {whose} shared \
+                     memory was never written",
+                    SMEM_BASE + off
+                ),
+            ),
+            SmemFault::Mbarrier(off) => (
+                FaultKind::Mbarrier,
+                format!(
+                    "shared {what} of {len} byte(s) at {a:#x} touches the live mbarrier object \
+                     at {:#x}; mbarriers are accessed with mbarrier.* only",
+                    SMEM_BASE + off
+                ),
+            ),
+        };
+        fault(self.prog, &self.cfg, w, kind, Some(lane), Some(a), msg)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &mut self,
+        cl: &Cluster,
+        w: &mut Warp,
+        space: Space,
+        ty: AccessTy,
+        n: u32,
+        d: &[Slot; 4],
+        addr: Slot,
+        offset: i32,
+        pred: Slot,
+    ) -> Result<(), InterpError> {
+        let size = ty.bytes() as usize;
+        let total = size * n as usize;
+        for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
+            let address = effective(space, reg(&w.regs, addr, l), offset);
+            if address % total as u64 != 0 {
+                return Err(self.misaligned(w, l, address, total, "load"));
+            }
+            let mut buf = [0u8; 32];
+            self.read_space(cl, w, l, space, address, &mut buf[..total])?;
+            for (i, &dst) in d.iter().take(n as usize).enumerate() {
+                let mut v = [0u8; 8];
+                v[..size].copy_from_slice(&buf[i * size..(i + 1) * size]);
+                w.regs[dst as usize * 32 + l] = u64::from_le_bytes(v);
+            }
+        }
+        Ok(())
+    }
+
+    fn misaligned(
+        &self,
+        w: &Warp,
+        lane: usize,
+        address: u64,
+        total: usize,
+        what: &str,
+    ) -> InterpError {
+        fault(
+            self.prog,
+            &self.cfg,
+            w,
+            FaultKind::Misaligned,
+            Some(lane),
+            Some(address),
+            format!(
+                "a {total}-byte {what} at {address:#x} is not {total}-byte aligned (accesses, \
+                 vectors included, must be aligned to their full size)"
+            ),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        cl: &mut Cluster,
+        w: &Warp,
+        space: Space,
+        ty: AccessTy,
+        n: u32,
+        s: &[Slot; 4],
+        addr: Slot,
+        offset: i32,
+        pred: Slot,
+    ) -> Result<(), InterpError> {
+        let size = ty.bytes() as usize;
+        let total = size * n as usize;
+        for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
+            let address = effective(space, reg(&w.regs, addr, l), offset);
+            if address % total as u64 != 0 {
+                return Err(self.misaligned(w, l, address, total, "store"));
+            }
+            let mut buf = [0u8; 32];
+            for (i, &src) in s.iter().take(n as usize).enumerate() {
+                let v = reg(&w.regs, src, l).to_le_bytes();
+                buf[i * size..(i + 1) * size].copy_from_slice(&v[..size]);
+            }
+            let bytes = &buf[..total];
+            match space {
+                Space::Global => self.mem.write_global(address, bytes).map_err(|e| {
+                    let GlobalFault::OutOfBounds(why) = e;
+                    self.mem_fault(w, l, address, total, "global write", why)
+                })?,
+                Space::Shared | Space::SharedCluster => {
+                    let (c, a) = self.shared_target(cl, w, l, space, address, total)?;
+                    let off = cl.ctas[c]
+                        .smem
+                        .write(a, bytes)
+                        .map_err(|e| self.smem_fault(cl, w, l, c, a, total, "write", e))?;
+                    self.track_store(cl, w, l, c, off, total)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Async-proxy bookkeeping of an ordinary store: who wrote each byte, and whether an
+    /// MMA may still be reading it.
+    fn track_store(
+        &self,
+        cl: &mut Cluster,
+        w: &Warp,
+        lane: usize,
+        c: usize,
+        off: usize,
+        len: usize,
+    ) -> Result<(), InterpError> {
+        let t = w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane;
+        let epoch = cl.fences[t];
+        let Some(proxy) = cl.ctas[c].proxy.as_mut() else {
+            return Ok(());
+        };
+        for b in off..off + len {
+            proxy.writer[b] = t as u32 + 1;
+            proxy.epoch[b] = epoch;
+        }
+        let chunks = off / 16..(off + len).div_ceil(16);
+        if chunks.clone().all(|ch| proxy.busy[ch] == 0) {
+            return Ok(());
+        }
+        let proxy = cl.ctas[c].proxy.as_ref().expect("checked");
+        for ch in chunks {
+            if proxy.busy[ch] == 0 {
+                continue;
+            }
+            // The MMA may still read the chunk unless this thread waited for the phase its
+            // commit arrived on.
+            // Flights are sorted chunk lists, and runs of them share a commit: look each
+            // commit up once.
+            let mut last: Option<((usize, u32, u64), bool)> = None;
+            let racing = proxy.flights.iter().find(|f| {
+                if f.chunks.binary_search(&(ch as u32)).is_err() {
+                    return false;
+                }
+                let Some(key @ (mc, mo, ph)) = f.commit else {
+                    return true;
+                };
+                let seen = match last {
+                    Some((k, seen)) if k == key => seen,
+                    _ => {
+                        let seen = cl
+                            .observed
+                            .get(&(t as u32, mc as u32, mo))
+                            .is_some_and(|&seen| seen > ph);
+                        last = Some((key, seen));
+                        seen
+                    }
+                };
+                !seen
+            });
+            let Some(f) = racing else { continue };
+            let m = &self.prog.meta[f.pc as usize];
+            let state = match f.commit {
+                None => "it was not committed yet".to_string(),
+                Some((mc, mo, ph)) => format!(
+                    "this thread has not waited for phase {ph} of the mbarrier at shared {:#x} of \
+                     {} that it was committed to",
+                    SMEM_BASE + mo,
+                    cl.ctas[mc].id
+                ),
+            };
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::AsyncProxyRace,
+                Some(lane),
+                Some(SMEM_BASE as u64 + ch as u64 * 16),
+                format!(
+                    "overwrites shared memory at {:#x} that the {} issued at {} by thread {} may \
+                     still be reading: {state}",
+                    SMEM_BASE as usize + ch * 16,
+                    m.op,
+                    m.loc,
+                    f.issuer
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Drops the in-flight MMA reads of CTA `c` whose commit phase has completed.
+    pub(crate) fn retire_flights(&self, cl: &mut Cluster, c: usize) {
+        let done: Vec<bool> = {
+            let Some(proxy) = cl.ctas[c].proxy.as_ref() else {
+                return;
+            };
+            proxy
+                .flights
+                .iter()
+                .map(|f| match f.commit {
+                    // Two phases later every thread that took part has moved on; keeping the
+                    // flight longer only costs memory.
+                    Some((mc, mo, ph)) => cl.ctas[mc]
+                        .mbars
+                        .get(&mo)
+                        .is_none_or(|mb| mb.phase > ph + 1),
+                    None => false,
+                })
+                .collect()
+        };
+        let proxy = cl.ctas[c].proxy.as_mut().expect("checked");
+        let mut done = done.into_iter();
+        let flights = std::mem::take(&mut proxy.flights);
+        for f in flights {
+            if done.next().expect("one flag per flight") {
+                for &ch in &f.chunks {
+                    proxy.busy[ch as usize] -= 1;
+                }
+            } else {
+                proxy.flights.push(f);
+            }
+        }
+    }
+}
+
+/// The byte address of `[reg + offset]` in a state space (shared addresses are 32-bit).
+#[inline]
+fn effective(space: Space, base: u64, offset: i32) -> u64 {
+    match space {
+        Space::Global => base.wrapping_add(offset as i64 as u64),
+        Space::Shared | Space::SharedCluster => (base as u32).wrapping_add(offset as u32) as u64,
+    }
+}
+
+#[inline]
+fn lanes_arr(r: &[u64], s: Slot) -> [u64; 32] {
+    let s = s as usize * 32;
+    r[s..s + 32].try_into().expect("32 lanes")
+}
