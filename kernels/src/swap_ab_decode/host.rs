@@ -18,7 +18,7 @@ use dsl_core::trace::{E4m3, Element};
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
 use super::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
-    swap_ab_decode,
+    swap_ab_decode, swap_ab_decode_debug,
 };
 
 /// A tensor in device memory: its address, element type, extents and strides (elements).
@@ -450,6 +450,42 @@ impl SwapAbDecode {
         let grid = [call.key.cluster_size() as u32, call.tokens as u32, 1];
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
+        Ok(call)
+    }
+
+    /// [`SwapAbDecode::launch`] of the debug entry point, which also writes the fp32 output
+    /// before the cast to `precast` (`[s_q, heads, 512]` f32, contiguous).
+    ///
+    /// # Safety
+    /// As [`SwapAbDecode::launch`], and `precast` must address `s_q * heads * 512` f32.
+    pub unsafe fn launch_debug(
+        &self,
+        stream: &CudaStream,
+        args: &DecodeArgs,
+        precast: &DeviceTensor,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = args.check(self.target)?;
+        let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
+        if shape != [call.tokens, call.key.heads, HEAD_DIM] {
+            return Err(bad(
+                "precast",
+                format!(
+                    "shape must be [{}, {}, 512], got {shape:?}",
+                    call.tokens, call.key.heads
+                ),
+            ));
+        }
+        let key = call.key;
+        let kernel =
+            self.device
+                .kernel("swap_ab_decode_debug", &key.to_string(), key.target, || {
+                    swap_ab_decode_debug(key.target, &key)
+                })?;
+        let grid = [key.cluster_size() as u32, call.tokens as u32, 1];
+        let mut kernel_args = args.kernel_args().to_vec();
+        kernel_args.push(precast.arg::<3>());
+        // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
+        unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &kernel_args)? };
         Ok(call)
     }
 }

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod case_file;
 pub mod cases;
 pub mod dispatch;
+pub mod engine;
 pub mod host;
 mod inputs;
 pub mod kernel;

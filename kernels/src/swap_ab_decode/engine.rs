@@ -1,0 +1,365 @@
+//! Running the decode kernel on a [`DecodeProblem`]: in the CPU interpreter (any machine) or
+//! on a GPU through the host API. Both return the output buffers as the kernel left them
+//! and, with the debug entry point, the fp32 output before the MXFP8 cast.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use dsl_core::Target;
+use dsl_core::interp::{self, Arg, BufferId, InterpError, Launch, Memory, Options, Program};
+use dsl_core::jit::{Device, JitError};
+use dsl_core::trace::TraceError;
+
+use super::cache::PagedCache;
+use super::host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
+use super::output::OutputBuffers;
+use super::problem::{DecodeProblem, SlotList};
+use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, swap_ab_decode, swap_ab_decode_debug};
+
+/// Which engine ran the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    Interpreter,
+    Gpu,
+}
+
+impl EngineKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Interpreter => "interpreter",
+            EngineKind::Gpu => "gpu",
+        }
+    }
+}
+
+/// What one run of the kernel produced.
+#[derive(Clone, Debug)]
+pub struct EngineRun {
+    pub engine: EngineKind,
+    pub key: CompileKey,
+    /// The output tensors as the kernel left them (poison where it wrote nothing).
+    pub out: OutputBuffers,
+    /// `[s_q, heads, 512]` fp32 before the cast, from the debug entry point.
+    pub precast: Option<Vec<f32>>,
+    /// Wall time of the run (interpreter) or of the launch to the read-back (GPU).
+    pub seconds: f64,
+    /// Instructions the interpreter executed, counted per active lane.
+    pub lane_instructions: Option<u64>,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Trace(#[from] TraceError),
+    #[error("{0}")]
+    Interp(#[from] InterpError),
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+    #[error("{0}")]
+    Jit(#[from] JitError),
+    #[error("{0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+}
+
+/// Traces the kernel (or its debug variant) for the problem's key on `target`.
+fn trace(key: &CompileKey, precast: bool) -> Result<dsl_core::ir::Kernel, TraceError> {
+    if precast {
+        swap_ab_decode_debug(key.target, key)
+    } else {
+        swap_ab_decode(key.target, key)
+    }
+}
+
+fn key_for(problem: &DecodeProblem, target: Target) -> CompileKey {
+    CompileKey {
+        target,
+        ..problem.key
+    }
+}
+
+/// Buffer sizes are never zero: a zero-width list still needs an address.
+fn nonempty<T: Copy + Default>(v: &[T]) -> Vec<T> {
+    if v.is_empty() {
+        vec![T::default()]
+    } else {
+        v.to_vec()
+    }
+}
+
+fn cache_arg(mem: &mut Memory, name: &str, cache: &PagedCache) -> Arg {
+    let id = mem.alloc_from(name, &nonempty(&cache.bytes));
+    let record = cache.record_bytes() as i64;
+    Arg::tensor(
+        id,
+        &[cache.num_blocks as i64, cache.page as i64, record],
+        &[cache.block_stride as i64, record, 1],
+    )
+}
+
+fn slot_args(mem: &mut Memory, name: &str, list: &SlotList) -> (Arg, Arg) {
+    let ids = mem.alloc_from(&format!("{name}_idx"), &nonempty(&list.ids));
+    let lens = mem.alloc_from(&format!("{name}_len"), &nonempty(&list.lens));
+    (
+        Arg::tensor(
+            ids,
+            &[list.rows as i64, list.width as i64],
+            &[list.width as i64, 1],
+        ),
+        Arg::contiguous(lens, &[list.lens.len() as i64]),
+    )
+}
+
+/// Runs the problem in the CPU interpreter for `target` (sm_100a or sm_90a: both paths of
+/// the kernel run here). With `precast`, the debug entry point also captures the fp32
+/// output before the cast.
+pub fn interpret(
+    problem: &DecodeProblem,
+    target: Target,
+    precast: bool,
+    options: &Options,
+) -> Result<EngineRun, EngineError> {
+    let key = key_for(problem, target);
+    let kernel = trace(&key, precast)?;
+    let program = Program::compile(&kernel)?;
+    let mut mem = Memory::new();
+    let q = &problem.q;
+    let q_id = mem.alloc_from("q", &q.data);
+    let mut args = vec![Arg::tensor(
+        q_id,
+        &[q.s_q as i64, q.padded_heads as i64, HEAD_DIM as i64],
+        &[q.token_stride as i64, HEAD_DIM as i64, 1],
+    )];
+    args.push(cache_arg(&mut mem, "swa_cache", &problem.swa_cache));
+    let (swa_idx, swa_len) = slot_args(&mut mem, "swa", &problem.swa);
+    args.extend([swa_idx, swa_len]);
+    args.push(cache_arg(&mut mem, "extra_cache", &problem.extra_cache));
+    let (extra_idx, extra_len) = slot_args(&mut mem, "extra", &problem.extra);
+    args.extend([extra_idx, extra_len]);
+    let positions = mem.alloc_from("positions", &problem.positions);
+    args.push(Arg::contiguous(
+        positions,
+        &[problem.positions.len() as i64],
+    ));
+    let cos_sin = mem.alloc_from("cos_sin", &problem.cos_sin);
+    args.push(Arg::contiguous(
+        cos_sin,
+        &[problem.max_pos() as i64, ROPE_DIM as i64],
+    ));
+    let sink = mem.alloc_from("sink", &problem.sink);
+    args.push(Arg::contiguous(sink, &[problem.sink.len() as i64]));
+    let out = &problem.out;
+    let layout = &out.layout;
+    let data = mem.alloc_from("out_data", &out.data);
+    args.push(Arg::tensor(
+        data,
+        &[layout.s_q as i64, layout.groups as i64, 4096],
+        &[
+            layout.data_strides[0] as i64,
+            layout.data_strides[1] as i64,
+            1,
+        ],
+    ));
+    let scale = mem.alloc_from("out_scale", &out.scale);
+    args.push(Arg::tensor(
+        scale,
+        &[layout.s_q as i64, layout.groups as i64, 32],
+        &layout.scale_strides.map(|s| s as i64),
+    ));
+    args.push(Arg::F32((problem.softmax_scale as f64 * LOG2E) as f32));
+    let heads = key.heads;
+    let precast_id: Option<BufferId> = precast.then(|| {
+        let id = mem.alloc_from("precast", &vec![f32::NAN; q.s_q * heads * HEAD_DIM]);
+        args.push(Arg::contiguous(
+            id,
+            &[q.s_q as i64, heads as i64, HEAD_DIM as i64],
+        ));
+        id
+    });
+    let launch = Launch::grid([key.cluster_size() as u32, q.s_q as u32, 1]);
+    let stats = program.run(&mut mem, &args, &launch, options)?;
+    Ok(EngineRun {
+        engine: EngineKind::Interpreter,
+        key,
+        out: OutputBuffers {
+            layout: out.layout,
+            data: mem.read(data),
+            scale: mem.read(scale),
+        },
+        precast: precast_id.map(|id| mem.read(id)),
+        seconds: stats.wall.as_secs_f64(),
+        lane_instructions: Some(stats.lane_instructions),
+    })
+}
+
+/// The problem's buffers on a GPU, with the [`DecodeArgs`] that address them.
+pub struct DeviceProblem {
+    pub args: DecodeArgs,
+    /// Keeps the device buffers alive.
+    pub buffers: Vec<CudaSlice<u8>>,
+    out_data: usize,
+    out_scale: usize,
+}
+
+fn upload<T: Copy>(stream: &Arc<CudaStream>, values: &[T]) -> Result<CudaSlice<u8>, EngineError> {
+    let bytes: Vec<u8> = if values.is_empty() {
+        vec![0; 16]
+    } else {
+        // SAFETY: T is a plain numeric type; its bytes are read, not reinterpreted back.
+        unsafe {
+            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+        }
+        .to_vec()
+    };
+    Ok(stream.clone_htod(&bytes)?)
+}
+
+impl DeviceProblem {
+    /// Copies `problem`'s inputs and output buffers to the device of `stream`.
+    pub fn upload(problem: &DecodeProblem, stream: &Arc<CudaStream>) -> Result<Self, EngineError> {
+        let mut buffers = Vec::new();
+        let mut put = |bytes: CudaSlice<u8>| -> u64 {
+            let ptr = bytes.device_ptr(stream).0;
+            buffers.push(bytes);
+            ptr
+        };
+        let q = &problem.q;
+        let q_ptr = put(upload(stream, &q.data)?);
+        let cache = |ptr: u64, c: &PagedCache| {
+            DeviceTensor::new::<u8>(
+                ptr,
+                &[c.num_blocks, c.page, c.record_bytes()],
+                &[c.block_stride, c.record_bytes(), 1],
+            )
+        };
+        let swa_cache = cache(
+            put(upload(stream, &problem.swa_cache.bytes)?),
+            &problem.swa_cache,
+        );
+        let swa_idx = put(upload(stream, &problem.swa.ids)?);
+        let swa_len = put(upload(stream, &problem.swa.lens)?);
+        let extra_cache = cache(
+            put(upload(stream, &problem.extra_cache.bytes)?),
+            &problem.extra_cache,
+        );
+        let extra_idx = put(upload(stream, &problem.extra.ids)?);
+        let extra_len = put(upload(stream, &problem.extra.lens)?);
+        let positions = put(upload(stream, &problem.positions)?);
+        let cos_sin = put(upload(stream, &problem.cos_sin)?);
+        let sink = put(upload(stream, &problem.sink)?);
+        let layout = problem.out.layout;
+        let out_data_ptr = put(upload(stream, &problem.out.data)?);
+        let out_scale_ptr = put(upload(stream, &problem.out.scale)?);
+        let list =
+            |ptr: u64, l: &SlotList| DeviceTensor::contiguous::<i32>(ptr, &[l.rows, l.width]);
+        let args = DecodeArgs {
+            q: DeviceTensor::new::<half::bf16>(
+                q_ptr,
+                &[q.s_q, q.padded_heads, HEAD_DIM],
+                &[q.token_stride, HEAD_DIM, 1],
+            ),
+            swa_cache,
+            swa_idx: list(swa_idx, &problem.swa),
+            swa_len: DeviceTensor::contiguous::<i32>(swa_len, &[problem.swa.lens.len()]),
+            extra_cache,
+            extra_idx: list(extra_idx, &problem.extra),
+            extra_len: DeviceTensor::contiguous::<i32>(extra_len, &[problem.extra.lens.len()]),
+            positions: DeviceTensor::contiguous::<i64>(positions, &[problem.positions.len()]),
+            cos_sin: DeviceTensor::contiguous::<f32>(cos_sin, &[problem.max_pos(), ROPE_DIM]),
+            sink: DeviceTensor::contiguous::<f32>(sink, &[problem.sink.len()]),
+            out_data: DeviceTensor::new::<u8>(
+                out_data_ptr,
+                &[layout.s_q, layout.groups, 4096],
+                &[layout.data_strides[0], layout.data_strides[1], 1],
+            ),
+            out_scale: DeviceTensor::new::<i32>(
+                out_scale_ptr,
+                &[layout.s_q, layout.groups, 32],
+                &layout.scale_strides,
+            ),
+            heads: problem.heads(),
+            softmax_scale: problem.softmax_scale,
+        };
+        let n = buffers.len();
+        Ok(DeviceProblem {
+            args,
+            buffers,
+            out_data: n - 2,
+            out_scale: n - 1,
+        })
+    }
+
+    /// The output buffers as they are on the device now.
+    pub fn read_outputs(
+        &self,
+        problem: &DecodeProblem,
+        stream: &Arc<CudaStream>,
+    ) -> Result<OutputBuffers, EngineError> {
+        let data = stream.clone_dtoh(&self.buffers[self.out_data])?;
+        let scale_bytes = stream.clone_dtoh(&self.buffers[self.out_scale])?;
+        let scale = scale_bytes
+            .chunks_exact(4)
+            .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        Ok(OutputBuffers {
+            layout: problem.out.layout,
+            data,
+            scale,
+        })
+    }
+}
+
+/// Runs the problem on `device` through the host API (the production entry point, or the
+/// debug one with `precast`), waits, and reads the outputs back.
+pub fn run_gpu(
+    device: &Arc<Device>,
+    problem: &DecodeProblem,
+    precast: bool,
+) -> Result<EngineRun, EngineError> {
+    let decode = SwapAbDecode::new(device.clone())?;
+    let stream = device.stream();
+    let uploaded = DeviceProblem::upload(problem, stream)?;
+    let heads = problem.heads();
+    let s_q = problem.s_q();
+    let precast_buf = if precast {
+        Some(stream.clone_htod(&vec![f32::NAN; s_q * heads * HEAD_DIM])?)
+    } else {
+        None
+    };
+    stream.synchronize()?;
+    let start = Instant::now();
+    let call = match &precast_buf {
+        Some(buf) => {
+            let tensor =
+                DeviceTensor::contiguous::<f32>(buf.device_ptr(stream).0, &[s_q, heads, HEAD_DIM]);
+            // SAFETY: every tensor addresses a live buffer of its shape (uploaded above).
+            unsafe { decode.launch_debug(stream, &uploaded.args, &tensor)? }
+        }
+        // SAFETY: as above.
+        None => unsafe { decode.launch(stream, &uploaded.args)? },
+    };
+    stream.synchronize()?;
+    let seconds = start.elapsed().as_secs_f64();
+    let out = uploaded.read_outputs(problem, stream)?;
+    let precast = match &precast_buf {
+        Some(buf) => Some(stream.clone_dtoh(buf)?),
+        None => None,
+    };
+    Ok(EngineRun {
+        engine: EngineKind::Gpu,
+        key: call.key,
+        out,
+        precast,
+        seconds,
+        lane_instructions: None,
+    })
+}
+
+/// The interpreter's default options for a full decode run.
+pub fn interpreter_options() -> Options {
+    Options::default()
+}
+
+/// `interp` re-exported for callers that bind their own options.
+pub use interp::Options as InterpOptions;
