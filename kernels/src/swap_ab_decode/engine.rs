@@ -122,7 +122,19 @@ pub fn interpret(
 ) -> Result<EngineRun, EngineError> {
     let key = key_for(problem, target);
     let kernel = trace(&key, precast)?;
-    let program = Program::compile(&kernel)?;
+    interpret_kernel(&kernel, problem, precast, options)
+}
+
+/// Runs an already traced decode kernel (e.g. one a test mutated) on `problem`; `precast`
+/// says whether it is the debug entry point.
+pub fn interpret_kernel(
+    kernel: &dsl_core::ir::Kernel,
+    problem: &DecodeProblem,
+    precast: bool,
+    options: &Options,
+) -> Result<EngineRun, EngineError> {
+    let key = key_for(problem, kernel.target);
+    let program = Program::compile(kernel)?;
     let mut mem = Memory::new();
     let q = &problem.q;
     let q_id = mem.alloc_from("q", &q.data);
