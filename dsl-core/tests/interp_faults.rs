@@ -439,7 +439,7 @@ fn tmem_quadrants_allocations_and_written_cells_are_checked() {
     // Warp 1 reads lanes 0-31, warp 0's quadrant.
     let k = tmem_kernel("quadrant", |t, x| {
         when(warp_id().eq(1u32), || {
-            let [v] = tcgen05::ld_32x32b::<1>(t.value());
+            let v = tcgen05::ld_32x32b(t.value(), 1)[0];
             tcgen05::wait_ld();
             store(x.base(), v);
         });
@@ -456,7 +456,7 @@ fn tmem_quadrants_allocations_and_written_cells_are_checked() {
     );
     // Columns 32.. are not allocated.
     let k = tmem_kernel("unallocated", |t, x| {
-        let [v] = tcgen05::ld_32x32b::<1>(t.column(32).warp_quadrant(warp_id()));
+        let v = tcgen05::ld_32x32b(t.column(32).warp_quadrant(warp_id()), 1)[0];
         tcgen05::wait_ld();
         store(x.base(), v);
     });
@@ -467,7 +467,7 @@ fn tmem_quadrants_allocations_and_written_cells_are_checked() {
     );
     // Nothing wrote the cells: loading is fine, using the value is not.
     let k = tmem_kernel("uninit", |t, x| {
-        let [v] = tcgen05::ld_32x32b::<1>(t.warp_quadrant(warp_id()));
+        let v = tcgen05::ld_32x32b(t.warp_quadrant(warp_id()), 1)[0];
         tcgen05::wait_ld();
         store(x.base(), v);
     });
@@ -484,7 +484,7 @@ fn tmem_quadrants_allocations_and_written_cells_are_checked() {
     );
     // Reading the registers before tcgen05.wait::ld.
     let k = tmem_kernel("no_wait", |t, x| {
-        let [v] = tcgen05::ld_32x32b::<1>(t.warp_quadrant(warp_id()));
+        let v = tcgen05::ld_32x32b(t.warp_quadrant(warp_id()), 1)[0];
         store(x.base(), v + 1u32);
         tcgen05::wait_ld();
     });
@@ -562,7 +562,7 @@ fn mma_kernel(name: &str, fill: impl FnOnce(Smem), after: impl FnOnce(Smem)) -> 
         after(tile.addr());
         mbar.wait(0u32);
         tcgen05::fence_after_thread_sync();
-        let [v] = tcgen05::ld_32x32b::<1>(d.warp_quadrant(warp_id()));
+        let v = tcgen05::ld_32x32b(d.warp_quadrant(warp_id()), 1)[0];
         tcgen05::wait_ld();
         store(x.base() + tid.mul_wide(4), v);
         tcgen05::fence_before_thread_sync();

@@ -373,7 +373,7 @@ fn tcgen05_mma_with(
         stage("epilogue");
         let lane = (warp & 3u32) * 32u32 + lane_id();
         for c0 in (0..n).step_by(32) {
-            let v = tcgen05::ld_32x32b::<32>(d.column(c0).warp_quadrant(warp));
+            let v = tcgen05::ld_32x32b(d.column(c0).warp_quadrant(warp), 32);
             tcgen05::wait_ld();
             // An M = 64 result fills lanes 0-15 of each quadrant; the others hold nothing.
             let valid = if m == 64 {

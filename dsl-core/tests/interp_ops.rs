@@ -1251,13 +1251,13 @@ fn traced(
     f: impl Fn(dsl_core::trace::Val<u32>) -> dsl_core::trace::Val<u32>,
 ) -> Vec<u32> {
     use dsl_core::arch::memory::{load, store};
-    use dsl_core::arch::thread::{block_idx, thread_idx_x};
+    use dsl_core::arch::thread::{block_idx_x, thread_idx_x};
     use dsl_core::trace::{KernelParam, Tensor, threads, trace_kernel};
     let n = inputs.len().next_multiple_of(128);
     let k = trace_kernel("paths", target, || {
         threads(128, 1, 1);
         let x = Tensor::<u32, 1>::declare("x");
-        let i = block_idx()[0] * 128u32 + thread_idx_x();
+        let i = block_idx_x() * 128u32 + thread_idx_x();
         let at = x.base() + i.mul_wide(4);
         let v = load(at);
         store(at, f(v));

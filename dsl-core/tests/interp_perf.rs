@@ -163,7 +163,7 @@ fn decode_shaped() -> dsl_core::ir::Kernel {
         tcgen05::fence_after_thread_sync();
         stage("3: softmax-like");
         // Warp w reads its lane quadrant, columns 8 * (w / 4) ..+ 8.
-        let cols = tcgen05::ld_32x32b::<8>(d.warp_quadrant(warp) + (warp / 4u32) * 8u32);
+        let cols = tcgen05::ld_32x32b(d.warp_quadrant(warp) + (warp / 4u32) * 8u32, 8);
         tcgen05::wait_ld();
         let mut m = cols[0].bitcast::<f32>();
         for c in &cols[1..] {

@@ -227,7 +227,7 @@ fn cluster_exchanges_data_over_dsmem_and_remote_mbarriers() {
         bar.wait(0u32);
         // Split barrier: arrive, unrelated work, wait; nobody exits while a peer reads.
         cluster_arrive();
-        let [bx, _, _] = dsl_core::arch::thread::block_idx();
+        let bx = dsl_core::arch::thread::block_idx_x();
         store(out.base() + (bx * 64u32 + tid).mul_wide(4), v);
         cluster_wait();
     })
