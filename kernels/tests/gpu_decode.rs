@@ -1,0 +1,268 @@
+//! The decode kernel on a GPU against the f64 reference and the SPEC's numerics contract.
+//! On an H200 the sm_90a build runs; the sm_100a test is ready for a Blackwell GPU and skips
+//! with a line saying so elsewhere. Without a GPU every test prints a SKIPPED line and passes
+//! (`KESTREL_REQUIRE_GPU=1`, set by the GPU bundle's runner, makes that a failure).
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use dsl_core::Target;
+use dsl_core::arch::memory::{load, store_if};
+use dsl_core::arch::pdl::launch_dependents;
+use dsl_core::arch::thread::{block_idx_x, thread_idx_x};
+use dsl_core::jit::{self, Device, KernelArg, Launch, TensorArg};
+use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
+use kernels::swap_ab_decode::{
+    CaseSpec, DecodeCase, DecodeError, OutputBuffers, SwapAbDecode, compare, edge_cases, generate,
+    reference, snapshot_keys,
+};
+
+fn gpu(target: Target) -> Option<Arc<Device>> {
+    jit::test_device(target).map(Arc::new)
+}
+
+/// Runs `case` on the GPU (debug entry: the pre-cast output is checked too); the report
+/// line, or the failure.
+fn check_on_gpu(dev: &Arc<Device>, case: &DecodeCase) -> Result<String, String> {
+    let key = case.problem.key;
+    let want = reference(&case.problem).map_err(|e| format!("{key} {}: {e}", case.name))?;
+    let run = run_gpu(dev, &case.problem, true).map_err(|e| format!("{key} {}: {e}", case.name))?;
+    let report = compare(&want, &run.out, run.precast.as_deref());
+    let line = format!(
+        "{key} {:<28} s_q {:>3}: {:.3}% codes one step off, {} (+{} ambiguous) scale diffs, worst head error/bound {:.3}",
+        case.name,
+        case.problem.s_q(),
+        100.0 * report.differing_fraction(),
+        report.scales_differing,
+        report.ambiguous_scales_differing,
+        report
+            .worst_head()
+            .map_or(0.0, |h| h.max_abs_error / h.bound.max(f64::MIN_POSITIVE)),
+    );
+    if report.ok() {
+        Ok(line)
+    } else {
+        Err(format!("{line}\n{report}"))
+    }
+}
+
+fn run_all(dev: &Arc<Device>, cases: Vec<DecodeCase>) {
+    let mut failures = Vec::new();
+    for case in &cases {
+        match check_on_gpu(dev, case) {
+            Ok(line) => eprintln!("{line}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn gpu_decode_every_snapshot_key_at_four_sizes() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let mut cases = Vec::new();
+    for key in snapshot_keys(Target::Sm90a) {
+        for (i, s_q) in [1, 7, 64, 300].into_iter().enumerate() {
+            let spec = CaseSpec {
+                key,
+                s_q,
+                adversarial: s_q == 7,
+            };
+            cases.push(generate(100 + i as u64, &spec).unwrap());
+        }
+    }
+    run_all(&dev, cases);
+}
+
+#[test]
+fn gpu_decode_every_edge_case() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let cases = snapshot_keys(Target::Sm90a)
+        .iter()
+        .flat_map(|key| edge_cases(key).unwrap())
+        .collect();
+    run_all(&dev, cases);
+}
+
+#[test]
+fn gpu_decode_sm100a_numerics() {
+    // Ready for a Blackwell GPU: the same checks through the tcgen05 build.
+    let Some(dev) = gpu(Target::Sm100a) else {
+        return;
+    };
+    let mut cases = Vec::new();
+    for key in snapshot_keys(Target::Sm100a) {
+        cases.extend(edge_cases(&key).unwrap());
+        cases.push(
+            generate(
+                5,
+                &CaseSpec {
+                    key,
+                    s_q: 64,
+                    adversarial: false,
+                },
+            )
+            .unwrap(),
+        );
+    }
+    run_all(&dev, cases);
+}
+
+fn realistic(s_q: usize) -> DecodeCase {
+    let key = snapshot_keys(Target::Sm90a)
+        .into_iter()
+        .find(|k| k.heads == 32 && k.extra_width == 1024)
+        .unwrap();
+    generate(
+        21,
+        &CaseSpec {
+            key,
+            s_q,
+            adversarial: false,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn gpu_decode_is_bitwise_identical_over_three_launches() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(64);
+    let runs: Vec<OutputBuffers> = (0..3)
+        .map(|_| run_gpu(&dev, &case.problem, false).unwrap().out)
+        .collect();
+    assert!(
+        runs.windows(2).all(|w| w[0] == w[1]),
+        "outputs differ between launches"
+    );
+    let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
+    assert!(report.ok(), "{report}");
+    eprintln!("gpu_decode_is_bitwise_identical_over_three_launches: 3 launches, identical bytes");
+}
+
+#[test]
+fn gpu_decode_replays_from_a_cuda_graph() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(32);
+    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    // A stream of this test's own: the capture takes in whatever is enqueued on it.
+    let stream = dev.context().new_stream().unwrap();
+    let uploaded = DeviceProblem::upload(&case.problem, &stream).unwrap();
+    decode
+        .kernel(&uploaded.args.check(Target::Sm90a).unwrap().key)
+        .unwrap();
+    stream.synchronize().unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .unwrap();
+    // SAFETY: the uploaded buffers outlive every replay below.
+    let launched = unsafe { decode.launch(&stream, &uploaded.args) };
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+    launched.unwrap();
+    let graph = graph.unwrap().expect("the capture recorded the launch");
+    // Nothing ran during the capture: the outputs still hold their poison.
+    assert_eq!(
+        uploaded.read_outputs(&case.problem, &stream).unwrap(),
+        case.problem.out
+    );
+    for _ in 0..3 {
+        graph.launch().unwrap();
+    }
+    stream.synchronize().unwrap();
+    let out = uploaded.read_outputs(&case.problem, &stream).unwrap();
+    let report = compare(&reference(&case.problem).unwrap(), &out, None);
+    assert!(report.ok(), "{report}");
+    eprintln!("gpu_decode_replays_from_a_cuda_graph: 3 replays, output meets the contract");
+}
+
+/// Copies `src` to `dst` (u32 words), letting its dependents start at once: a dependent that
+/// read `dst` before `griddepcontrol.wait` would see stale data.
+fn early_release_copy(target: Target) -> dsl_core::ir::Kernel {
+    trace_kernel("early_release_copy", target, || {
+        threads(256, 1, 1);
+        let dst = Tensor::<u32, 1>::declare("dst");
+        let src = Tensor::<u32, 1>::declare("src");
+        let n = Val::<u32>::declare("n");
+        launch_dependents();
+        let i = block_idx_x() * 256u32 + thread_idx_x();
+        let at = i.mul_wide(4);
+        let v: Val<u32> = load(src.base() + at);
+        // Only in range: the grid is rounded up to whole CTAs.
+        let ok = i.lt(n);
+        store_if(dst.base() + at, v, ok);
+    })
+    .unwrap()
+}
+
+#[test]
+fn gpu_decode_waits_for_its_pdl_predecessor() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(64);
+    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    let stream = dev.stream();
+    // Q on the device is zeros until the producer copies the real Q over it.
+    let mut zero_q = case.problem.clone();
+    zero_q.q.data.fill(half::bf16::ZERO);
+    let uploaded = DeviceProblem::upload(&zero_q, stream).unwrap();
+    let words = case.problem.q.data.len() / 2;
+    let real_q: Vec<u32> = case
+        .problem
+        .q
+        .data
+        .chunks(2)
+        .map(|p| p[0].to_bits() as u32 | (p[1].to_bits() as u32) << 16)
+        .collect();
+    let staging = stream.clone_htod(&real_q).unwrap();
+    let q_ptr = uploaded.args.q.ptr;
+    let copy = dev.load(&early_release_copy(Target::Sm90a)).unwrap();
+    let args = [
+        KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(q_ptr, [words as i64])),
+        KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
+            cudarc::driver::DevicePtr::device_ptr(&staging, stream).0,
+            [words as i64],
+        )),
+        KernelArg::U32(words as u32),
+    ];
+    // Two launches back to back on one stream: the copy, then the decode as its PDL
+    // dependent (the host API always launches with PDL).
+    unsafe {
+        copy.launch(
+            stream,
+            Launch::new([(words as u32).div_ceil(256), 1, 1]),
+            &args,
+        )
+        .unwrap();
+        decode.launch(stream, &uploaded.args).unwrap();
+    }
+    let out = uploaded.read_outputs(&case.problem, stream).unwrap();
+    let report = compare(&reference(&case.problem).unwrap(), &out, None);
+    assert!(report.ok(), "{report}");
+    eprintln!("gpu_decode_waits_for_its_pdl_predecessor: the decode saw the copied Q");
+}
+
+#[test]
+fn gpu_sm100a_build_is_refused_on_this_device() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(1);
+    let blackwell = SwapAbDecode::for_target(dev.clone(), Target::Sm100a);
+    let uploaded = DeviceProblem::upload(&case.problem, dev.stream()).unwrap();
+    // SAFETY: refused before any launch.
+    let err = unsafe { blackwell.launch(dev.stream(), &uploaded.args) }.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, DecodeError::Jit(_)), "{text}");
+    assert!(text.contains("sm_100a") && text.contains("9.0"), "{text}");
+    eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
+}
