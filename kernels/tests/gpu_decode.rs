@@ -266,3 +266,42 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
     assert!(text.contains("sm_100a") && text.contains("9.0"), "{text}");
     eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
 }
+
+/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): every
+/// snapshot key's edge cases that stress bounds (ids past the end, invalid ids, padded
+/// heads and cache blocks) plus a 3-token generated case.
+#[test]
+fn gpu_decode_sanitizer_batch() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let wanted = [
+        "ids_past_end",
+        "negative_ids",
+        "last_slot",
+        "padded_heads",
+        "padded_cache_blocks",
+        "everything_at_once",
+    ];
+    let mut cases = Vec::new();
+    for key in snapshot_keys(Target::Sm90a) {
+        cases.extend(
+            edge_cases(&key)
+                .unwrap()
+                .into_iter()
+                .filter(|c| wanted.contains(&c.name.as_str())),
+        );
+        cases.push(
+            generate(
+                3,
+                &CaseSpec {
+                    key,
+                    s_q: 3,
+                    adversarial: true,
+                },
+            )
+            .unwrap(),
+        );
+    }
+    run_all(&dev, cases);
+}

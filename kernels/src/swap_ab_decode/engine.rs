@@ -46,6 +46,9 @@ pub struct EngineRun {
     pub seconds: f64,
     /// Instructions the interpreter executed, counted per active lane.
     pub lane_instructions: Option<u64>,
+    /// What the interpreter's debug hooks recorded (empty on the GPU).
+    pub trace: Vec<interp::TraceEntry>,
+    pub snapshots: Vec<interp::Snapshot>,
 }
 
 /// Why a run failed.
@@ -202,6 +205,8 @@ pub fn interpret_kernel(
         precast: precast_id.map(|id| mem.read(id)),
         seconds: stats.wall.as_secs_f64(),
         lane_instructions: Some(stats.lane_instructions),
+        trace: stats.trace,
+        snapshots: stats.snapshots,
     })
 }
 
@@ -365,6 +370,8 @@ pub fn run_gpu(
         precast,
         seconds,
         lane_instructions: None,
+        trace: Vec::new(),
+        snapshots: Vec::new(),
     })
 }
 
