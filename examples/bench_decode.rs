@@ -178,6 +178,10 @@ fn main() {
         .iter()
         .position(|a| a == "--out")
         .and_then(|i| args.get(i + 1).cloned());
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1).cloned());
     if !jit::gpu_available() {
         eprintln!("bench_decode needs an NVIDIA GPU with a CUDA driver; none was found");
         std::process::exit(2);
