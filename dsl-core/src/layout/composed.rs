@@ -133,6 +133,68 @@ impl ComposedLayout {
         Ok(self.offset + i64::from(self.elem_bytes) * elements)
     }
 
+    /// The constant byte distance from element `c` to element `c + shift` for every `c`
+    /// with both in the tile, when there is one. Exact sufficient conditions, checked on the
+    /// layout's structure: in each mode the shift either steps only the outermost sub-mode
+    /// (it is a multiple of the inner sub-modes' size) or the mode is compact (strides grow
+    /// as the inner extents multiply), and the byte distance is a multiple of the swizzle's
+    /// period, which the swizzle then leaves alone.
+    pub fn constant_displacement(&self, shift: &[i64]) -> Result<i64, LayoutError> {
+        if shift.len() != self.rank() {
+            return err(
+                LayoutErrorKind::Incongruent,
+                format!(
+                    "a shift of rank {} for the rank-{} layout {self}",
+                    shift.len(),
+                    self.rank()
+                ),
+            );
+        }
+        let mut elements = 0;
+        for (i, &d) in shift.iter().enumerate() {
+            let mode = self.layout.mode(i)?.flatten();
+            let extents: Vec<i64> = mode
+                .shape()
+                .leaves()
+                .iter()
+                .map(|e| static_value(e))
+                .collect::<Result<_, _>>()?;
+            let strides: Vec<i64> = mode
+                .stride()
+                .leaves()
+                .iter()
+                .map(|e| static_value(e))
+                .collect::<Result<_, _>>()?;
+            let inner: i64 = extents[..extents.len() - 1].iter().product();
+            let compact = (1..extents.len()).all(|j| strides[j] == strides[j - 1] * extents[j - 1]);
+            elements += if d % inner == 0 {
+                d / inner * strides[extents.len() - 1]
+            } else if compact {
+                d * strides[0]
+            } else {
+                return err(
+                    LayoutErrorKind::NotDivisible,
+                    format!(
+                        "shifting mode {i} of {self} by {d} crosses its inner sub-modes (size \
+                         {inner}), so the byte distance depends on the element"
+                    ),
+                );
+            };
+        }
+        let bytes = elements * i64::from(self.elem_bytes);
+        if bytes % self.swizzle.period() != 0 {
+            return err(
+                LayoutErrorKind::Misaligned,
+                format!(
+                    "a shift of {bytes} bytes in {self} is not a multiple of the swizzle period \
+                     ({} bytes), so the swizzle changes with the element",
+                    self.swizzle.period()
+                ),
+            );
+        }
+        Ok(bytes)
+    }
+
     /// One tile of a tiling by contiguous blocks (see [`Layout::tile`]) as a composed layout
     /// of its own: same swizzle, offset moved to the tile's first element. The swizzle keeps
     /// acting on the full offset, so the tile reads exactly the parent's bytes.
@@ -178,5 +240,64 @@ impl fmt::Display for ComposedLayout {
 impl fmt::Debug for ComposedLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
+    }
+}
+
+fn static_value(i: &Int) -> Result<i64, LayoutError> {
+    i.as_static().ok_or_else(|| {
+        LayoutError::new(
+            LayoutErrorKind::NotStatic,
+            "a runtime extent or stride in a shared-memory tile",
+        )
+    })
+}
+
+#[cfg(test)]
+mod displacement_tests {
+    use crate::layout::{Swizzle, canonical};
+
+    /// The structural answer agrees with evaluating every element of the tile.
+    #[test]
+    fn constant_displacement_matches_brute_force() {
+        let tiles = [
+            canonical::k_major(Swizzle::B128, 128, 512, 2).unwrap(),
+            canonical::k_major(Swizzle::B128, 32, 512, 2).unwrap(),
+            canonical::mn_major(Swizzle::B64, 32, 128, 2).unwrap(),
+        ];
+        for tile in &tiles {
+            let (rows, cols) = (
+                tile.layout().mode(0).unwrap().static_size(),
+                tile.layout().mode(1).unwrap().static_size(),
+            );
+            for shift in [[0, 64], [0, 128], [0, 8], [8, 0], [1, 0], [16, 64], [0, 1]] {
+                if shift[0] >= rows || shift[1] >= cols {
+                    continue;
+                }
+                let brute = (|| {
+                    let mut found = None;
+                    for r in 0..rows - shift[0] {
+                        for c in 0..cols - shift[1] {
+                            let d = tile.byte_offset_at(&[r + shift[0], c + shift[1]]).unwrap()
+                                - tile.byte_offset_at(&[r, c]).unwrap();
+                            match found {
+                                None => found = Some(d),
+                                Some(f) if f != d => return None,
+                                Some(_) => {}
+                            }
+                        }
+                    }
+                    found
+                })();
+                // The structural check is sufficient, not necessary: it may refuse a shift the
+                // brute force accepts, never accept one it refuses or give another distance.
+                if let Ok(d) = tile.constant_displacement(&shift) {
+                    assert_eq!(Some(d), brute, "{tile} shifted by {shift:?}");
+                }
+            }
+            assert!(
+                tile.constant_displacement(&[0, 64]).is_ok(),
+                "{tile}: a k-block step"
+            );
+        }
     }
 }

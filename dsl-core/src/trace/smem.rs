@@ -151,6 +151,24 @@ impl SmemTile {
         self.region.addr()
     }
 
+    /// The constant byte distance from element `(r, c)` to element `(r + d_row, c + d_col)`
+    /// ([`ComposedLayout::constant_displacement`]): a layout-derived way to step a runtime
+    /// address by a trace-time amount without evaluating the layout again. A shift that the
+    /// swizzle or the layout's modes do not preserve is a trace error.
+    #[track_caller]
+    pub fn displacement(&self, d_row: i64, d_col: i64) -> i64 {
+        match self.layout.constant_displacement(&[d_row, d_col]) {
+            Ok(d) => d,
+            Err(e) => {
+                crate::trace::trace_error(format!(
+                    "shared buffer `{}` ({}): a shift by ({d_row}, {d_col}) {e}",
+                    self.region.name, self.layout
+                ));
+                0
+            }
+        }
+    }
+
     /// The address of element `(row, col)` of a rank-2 tile.
     #[track_caller]
     pub fn at(&self, row: impl Index, col: impl Index) -> Smem {

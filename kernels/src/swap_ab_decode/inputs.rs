@@ -89,18 +89,25 @@ pub fn stage_inputs(
     let heads = plan.heads;
     let padded_heads = query.q.extent(1);
     let q_row = query.q.base() + token * query.q.stride(0) * 2i64;
+    // Piece tid + 512 k is piece tid moved k * 512 / (2H) 16-dim chunks along d.
+    let chunk16 = tid / (2 * heads);
+    let head = (tid % (2 * heads)) / 2;
+    let d0 = chunk16 * 16 + (tid % 2) * 8;
+    let element =
+        chunk16.cast::<i64>() * padded_heads * 16i64 + (head * 16 + (tid % 2) * 8).cast::<i64>();
+    let chunks_per_round = threads / (2 * heads);
+    let round_bytes = padded_heads * (chunks_per_round as i64 * 16 * 2);
+    let q_first = q_row + element * 2i64;
     let mut q_words = Vec::new();
-    let mut q_where = Vec::new();
-    for k in 0..plan.q_pieces {
-        let piece = tid + threads * k;
-        let chunk16 = piece / (2 * heads);
-        let head = (piece % (2 * heads)) / 2;
-        let half = piece % 2;
-        let element =
-            chunk16.cast::<i64>() * padded_heads * 16i64 + (head * 16 + half * 8).cast::<i64>();
-        q_words.push(load_vec::<u32, 4, _>(q_row + element * 2i64));
-        q_where.push((head, chunk16 * 16 + half * 8));
+    for k in 0..plan.q_pieces as i64 {
+        let at = if k == 0 {
+            q_first
+        } else {
+            q_first + round_bytes * k
+        };
+        q_words.push(load_vec::<u32, 4, _>(at));
     }
+    let last_d = d0 + (plan.q_pieces - 1) * chunks_per_round * 16;
 
     // KV gather, predicated: invalid rows read nothing and keep zeros.
     let slots = list.cache.extent(0) * list.page as i64;
@@ -114,10 +121,11 @@ pub fn stage_inputs(
         + block.cast::<i64>() * list.cache.stride(0)
         + (in_page * record as i32).cast::<i64>();
     let chunks = row_bytes / 16 / per_row;
+    let my_chunks = data + part * 16;
     let mut kv_words = Vec::new();
     for k in 0..chunks {
-        let chunk = part + per_row * k;
-        kv_words.push(load_vec_if::<u32, 4, _>(data + chunk * 16, valid, 0u32, NC));
+        let at = my_chunks + (per_row * k * 16) as i64;
+        kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
     }
     let mut scale_words =
         load_vec_if::<u32, 4, _>(data + row_bytes as i64, valid, 0u32, NC).to_vec();
@@ -132,7 +140,6 @@ pub fn stage_inputs(
 
     // cos | sin at the query position (after the KV loads: the position may arrive later
     // than the slot ids). The whole row also goes to shared memory for the epilogue.
-    let (_, last_d) = q_where[q_where.len() - 1];
     let rope = last_d >= ROPE_START as u32;
     let pair0 = (last_d.max(ROPE_START as u32) - ROPE_START as u32) / 2;
     let cs_row = query.cos_sin.base() + position * query.cos_sin.stride(0) * 4i64;
@@ -144,7 +151,8 @@ pub fn stage_inputs(
     let cs_words = load_vec_if::<u32, 4, _>(cs_row + cs_piece * 16, cs_loader, 0u32, NC);
 
     // Q RoPE (fp32, GPT-J pairs) -> bf16 -> shared [H, 512].
-    for (k, (words, (head, d0))) in q_words.iter().zip(&q_where).enumerate() {
+    let q_store = buf.q.at(head, d0);
+    for (k, words) in q_words.iter().enumerate() {
         let mut words = *words;
         if k + 1 == q_words.len() {
             for w in 0..4 {
@@ -156,12 +164,17 @@ pub fn stage_inputs(
                 words[w] = rope.select(rotated, words[w]);
             }
         }
-        store_vec(buf.q.at(*head, *d0), words);
+        let shift = buf
+            .q
+            .displacement(0, (k as u32 * chunks_per_round * 16) as i64);
+        store_vec(q_store + shift, words);
     }
 
-    // KV dequant -> shared [128, 512] bf16.
+    // KV dequant -> shared [128, 512] bf16. Chunk k of this thread is chunk 0 moved by
+    // per_row * k chunks along the row: a whole number of 64-dim k-blocks.
     for (k, words) in kv_words.iter().enumerate() {
-        let chunk = part + per_row * k as u32;
+        let dims_per_chunk = if list.fp4 { 32 } else { 16 };
+        let shift_dims = (per_row * k as u32 * dims_per_chunk) as i64;
         if list.fp4 {
             // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2c, 2c + 1 of
             // the record's 32 scale bytes: word c / 2, bytes 2 (c % 2) and 2 (c % 2) + 1.
@@ -179,7 +192,8 @@ pub fn stage_inputs(
                 let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
                     bf16x2_mul(e2m1x2_to_bf16x2(words[w], byte as u8), scale).bitcast()
                 });
-                store_vec(buf.kv.at(row, chunk * 32 + 8 * w as u32), dims);
+                let first = buf.kv.at(row, part * 32 + 8 * w as u32);
+                store_vec(first + buf.kv.displacement(0, shift_dims), dims);
             }
         } else {
             // 16 bytes = dims [16 c, 16 c + 16), scaled by ue8m0 byte g = c / 2 of the
@@ -193,7 +207,8 @@ pub fn stage_inputs(
                 let [a, b] = e4m3x4_to_bf16x4_scaled(words[2 * half], scale);
                 let [c, d] = e4m3x4_to_bf16x4_scaled(words[2 * half + 1], scale);
                 let dims = [a, b, c, d].map(|x| x.bitcast::<u32>());
-                store_vec(buf.kv.at(row, chunk * 16 + 8 * half as u32), dims);
+                let first = buf.kv.at(row, part * 16 + 8 * half as u32);
+                store_vec(first + buf.kv.displacement(0, shift_dims), dims);
             }
         }
     }
