@@ -1047,7 +1047,7 @@ mod tests {
             },
         )
         .unwrap_err();
-        assert!(err.to_string().contains("16 or 32"), "{err}");
+        assert!(err.to_string().contains("8, 16, 32, 64 or 128"), "{err}");
         let err = generate(
             1,
             &CaseSpec {

@@ -45,7 +45,8 @@ impl ExtraRecord {
 /// the key: one compiled kernel serves every decode step of a layer shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CompileKey {
-    /// Live heads per GPU: 16 or 32.
+    /// Live heads per GPU: 16 or 32 (the seed's), or 8, 64, 128 (other tensor-parallel
+    /// sizes of the same models).
     pub heads: usize,
     /// Columns of the SWA slot list (NK).
     pub swa_width: usize,
@@ -64,8 +65,12 @@ pub struct CompileKey {
 /// Why a set of fields is not a valid [`CompileKey`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
-    #[error("live heads must be 16 or 32, got {0}")]
+    #[error("live heads must be 8, 16, 32, 64 or 128, got {0}")]
     Heads(usize),
+    #[error(
+        "`{0}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a"
+    )]
+    Name(String),
     #[error(
         "compressed records must be V4.1 fp8 ({FP8_RECORD} bytes) or NVFP4 ({FP4_RECORD} bytes), got {0} bytes"
     )]
@@ -86,7 +91,7 @@ pub enum KeyError {
 impl CompileKey {
     /// Checks every field; the error says which one is wrong and what is allowed.
     pub fn validate(&self) -> Result<(), KeyError> {
-        if !matches!(self.heads, 16 | 32) {
+        if !matches!(self.heads, 8 | 16 | 32 | 64 | 128) {
             return Err(KeyError::Heads(self.heads));
         }
         for (list, page) in [("SWA", self.swa_page), ("compressed", self.extra_page)] {
@@ -118,6 +123,114 @@ impl CompileKey {
     /// CTAs per cluster, one per KV tile (C = KT + ET).
     pub fn cluster_size(&self) -> usize {
         self.swa_tiles() + self.extra_tiles()
+    }
+
+    /// Groups of heads that get a cluster each (the grid's z): 64 and 128 heads are split
+    /// into groups of 32, fewer heads are one group.
+    pub fn head_groups(&self) -> usize {
+        self.heads.div_ceil(MAX_HEADS_PER_CLUSTER)
+    }
+
+    /// Live heads one cluster computes.
+    pub fn heads_per_cluster(&self) -> usize {
+        self.heads.min(MAX_HEADS_PER_CLUSTER)
+    }
+
+    /// Heads the MMAs compute per cluster: the live ones, padded to 16 where fewer (the P
+    /// operand's rows of 2H bf16 need at least 32 bytes for a swizzled MN-major layout, and
+    /// the softmax gives each of 4 column groups of warps 4 columns at least).
+    pub fn mma_heads(&self) -> usize {
+        self.heads_per_cluster().max(MIN_MMA_HEADS)
+    }
+}
+
+/// Heads one cluster takes at most (the TMEM and shared-memory budget of the seed's H = 32).
+pub const MAX_HEADS_PER_CLUSTER: usize = 32;
+/// Heads the MMAs compute at least; fewer live heads are padded.
+pub const MIN_MMA_HEADS: usize = 16;
+
+impl std::str::FromStr for CompileKey {
+    type Err = KeyError;
+
+    /// Parses the [`Display`](fmt::Display) name back (`h16_nk128_ne512_fp8_p64x64_sm100a`).
+    fn from_str(name: &str) -> Result<Self, KeyError> {
+        let bad = || KeyError::Name(name.to_string());
+        let parts: Vec<&str> = name.split('_').collect();
+        let [h, nk, ne, record, pages, target] = parts[..] else {
+            return Err(bad());
+        };
+        let number = |s: &str, prefix: &str| -> Result<usize, KeyError> {
+            s.strip_prefix(prefix)
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(bad)
+        };
+        let (swa_page, extra_page) = pages
+            .strip_prefix('p')
+            .and_then(|p| p.split_once('x'))
+            .ok_or_else(bad)?;
+        let key = CompileKey {
+            heads: number(h, "h")?,
+            swa_width: number(nk, "nk")?,
+            extra_width: number(ne, "ne")?,
+            extra_record: match record {
+                "fp8" => ExtraRecord::Fp8,
+                "nvfp4" => ExtraRecord::Nvfp4,
+                _ => return Err(bad()),
+            },
+            swa_page: number(swa_page, "")?,
+            extra_page: number(extra_page, "")?,
+            target: target.parse().map_err(|_| bad())?,
+        };
+        key.validate()?;
+        Ok(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let key = CompileKey {
+            heads: 64,
+            swa_width: 100,
+            extra_width: 300,
+            extra_record: ExtraRecord::Nvfp4,
+            swa_page: 64,
+            extra_page: 16,
+            target: Target::Sm90a,
+        };
+        let name = key.to_string();
+        assert_eq!(name, "h64_nk100_ne300_nvfp4_p64x16_sm90a");
+        assert_eq!(name.parse::<CompileKey>(), Ok(key));
+        assert_eq!(
+            "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
+            Err(KeyError::Heads(24))
+        );
+        assert!(matches!("h16_nk128".parse::<CompileKey>(), Err(KeyError::Name(_))));
+        assert!(matches!(
+            "h16_nk128_ne512_fp7_p64x64_sm100a".parse::<CompileKey>(),
+            Err(KeyError::Name(_))
+        ));
+    }
+
+    #[test]
+    fn head_groups_and_padding() {
+        let key = |heads| CompileKey {
+            heads,
+            swa_width: 128,
+            extra_width: 512,
+            extra_record: ExtraRecord::Fp8,
+            swa_page: 64,
+            extra_page: 64,
+            target: Target::Sm100a,
+        };
+        assert_eq!((key(8).head_groups(), key(8).mma_heads()), (1, 16));
+        assert_eq!((key(16).head_groups(), key(16).mma_heads()), (1, 16));
+        assert_eq!((key(32).head_groups(), key(32).mma_heads()), (1, 32));
+        assert_eq!((key(64).head_groups(), key(64).mma_heads()), (2, 32));
+        assert_eq!((key(128).head_groups(), key(128).mma_heads()), (4, 32));
     }
 }
 
