@@ -761,7 +761,8 @@ mod tests {
             m.insert("heads".into(), "24".into());
         });
         assert!(
-            err.to_string().contains("live heads must be 16 or 32"),
+            err.to_string()
+                .contains("live heads must be 8, 16, 32, 64 or 128"),
             "{err}"
         );
         let err = tampered(|_, m| {

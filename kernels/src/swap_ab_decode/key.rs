@@ -208,7 +208,10 @@ mod tests {
             "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
             Err(KeyError::Heads(24))
         );
-        assert!(matches!("h16_nk128".parse::<CompileKey>(), Err(KeyError::Name(_))));
+        assert!(matches!(
+            "h16_nk128".parse::<CompileKey>(),
+            Err(KeyError::Name(_))
+        ));
         assert!(matches!(
             "h16_nk128_ne512_fp7_p64x64_sm100a".parse::<CompileKey>(),
             Err(KeyError::Name(_))
