@@ -15,7 +15,7 @@ use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
     CaseSpec, DecodeCase, DecodeError, OutputBuffers, SwapAbDecode, compare, edge_cases, generate,
-    reference, snapshot_keys,
+    reference, snapshot_keys, variant_keys,
 };
 
 fn gpu(target: Target) -> Option<Arc<Device>> {
@@ -72,6 +72,31 @@ fn gpu_decode_every_snapshot_key_at_four_sizes() {
                 adversarial: s_q == 7,
             };
             cases.push(generate(100 + i as u64, &spec).unwrap());
+        }
+    }
+    run_all(&dev, cases);
+}
+
+#[test]
+fn gpu_decode_head_count_variant() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let mut cases = Vec::new();
+    for key in variant_keys(Target::Sm90a) {
+        cases.extend(edge_cases(&key).unwrap());
+        for (i, s_q) in [1, 64].into_iter().enumerate() {
+            cases.push(
+                generate(
+                    40 + i as u64,
+                    &CaseSpec {
+                        key,
+                        s_q,
+                        adversarial: s_q == 1,
+                    },
+                )
+                .unwrap(),
+            );
         }
     }
     run_all(&dev, cases);

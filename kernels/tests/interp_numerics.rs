@@ -11,6 +11,7 @@ use dsl_core::ir::{AluOp, BinaryOp, Block, Kernel, MemOp, Op, Operand, Space, St
 use kernels::swap_ab_decode::engine::interpret;
 use kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, compare, edge_cases, generate, reference, snapshot_keys,
+    variant_keys,
 };
 
 /// Runs `work` over `items` on two threads (the CI machine has two cores).
@@ -46,8 +47,7 @@ fn check_case(key: &CompileKey, case: &DecodeCase) -> Option<String> {
     }
 }
 
-fn every_snapshot_key_meets_the_contract(target: Target) {
-    let keys = snapshot_keys(target);
+fn every_key_meets_the_contract(keys: Vec<CompileKey>) {
     let failures = in_parallel(&keys, |key| {
         let mut cases = edge_cases(key).unwrap();
         cases.push(
@@ -68,12 +68,18 @@ fn every_snapshot_key_meets_the_contract(target: Target) {
 
 #[test]
 fn sm100a_every_snapshot_key_on_every_edge_case() {
-    every_snapshot_key_meets_the_contract(Target::Sm100a);
+    every_key_meets_the_contract(snapshot_keys(Target::Sm100a));
 }
 
 #[test]
 fn sm90a_every_snapshot_key_on_every_edge_case() {
-    every_snapshot_key_meets_the_contract(Target::Sm90a);
+    every_key_meets_the_contract(snapshot_keys(Target::Sm90a));
+}
+
+/// The head-count variant (8 heads padded to 16; 64 and 128 heads as groups of 32).
+#[test]
+fn head_count_variant_on_every_edge_case() {
+    every_key_meets_the_contract(Target::ALL.into_iter().flat_map(variant_keys).collect());
 }
 
 fn realistic_case(target: Target, heads: usize, s_q: usize) -> DecodeCase {

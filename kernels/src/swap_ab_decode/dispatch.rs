@@ -67,6 +67,27 @@ pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
     keys
 }
 
+/// Keys of the head-count variant, which serving code meets at other tensor-parallel sizes
+/// of the same models: 8 heads (padded to 16 in the MMAs) and 64 or 128 heads (groups of
+/// 32 heads over the grid's z, a cluster each).
+pub fn variant_keys(target: Target) -> Vec<CompileKey> {
+    let key = |heads, extra_width, extra_record| CompileKey {
+        heads,
+        swa_width: 128,
+        extra_width,
+        extra_record,
+        swa_page: 64,
+        extra_page: 64,
+        target,
+    };
+    vec![
+        key(8, 512, ExtraRecord::Fp8),
+        key(8, 1024, ExtraRecord::Nvfp4),
+        key(64, 512, ExtraRecord::Nvfp4),
+        key(128, 1024, ExtraRecord::Fp8),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,7 +192,11 @@ pub fn interpret_kernel(
         ));
         id
     });
-    let launch = Launch::grid([key.cluster_size() as u32, q.s_q as u32, 1]);
+    let launch = Launch::grid([
+        key.cluster_size() as u32,
+        q.s_q as u32,
+        key.head_groups() as u32,
+    ]);
     let stats = program.run(&mut mem, &args, &launch, options)?;
     Ok(EngineRun {
         engine: EngineKind::Interpreter,

@@ -4,7 +4,7 @@
 //! alignment where the kernel loads 16 bytes) and the key's limits before anything reaches
 //! the GPU, compiles each compile key once (threads asking for the same key wait for one
 //! build), and launches without allocating or synchronising, so a decode step can be
-//! captured in a CUDA graph: grid (C, s_q), 512 threads, cluster (C, 1, 1), PDL, dynamic
+//! captured in a CUDA graph: grid (C, s_q, head groups), 512 threads, cluster (C, 1, 1), PDL, dynamic
 //! shared memory, and the non-portable cluster size when C > 8.
 
 use std::sync::Arc;
@@ -91,7 +91,7 @@ pub struct DecodeArgs {
     pub out_data: DeviceTensor,
     /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides.
     pub out_scale: DeviceTensor,
-    /// Live heads: 16 or 32.
+    /// Live heads: 8, 16, 32, 64 or 128.
     pub heads: usize,
     pub softmax_scale: f32,
 }
@@ -264,7 +264,7 @@ impl DecodeArgs {
         let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
         let (tokens, padded_heads) = (q[0], q[1]);
         check_equal("q", "the last dim", q[2], HEAD_DIM)?;
-        if !(16..=32).contains(&self.heads) || self.heads % 16 != 0 {
+        if !matches!(self.heads, 8 | 16 | 32 | 64 | 128) {
             return Err(KeyError::Heads(self.heads).into());
         }
         check_at_least("q", "padded heads (dim 1)", padded_heads, self.heads)?;
@@ -383,6 +383,15 @@ impl DecodeArgs {
     }
 }
 
+/// Grid (C, s_q, head groups): a cluster of C CTAs per token and group of heads.
+pub fn launch_grid(call: &CheckedCall) -> [u32; 3] {
+    [
+        call.key.cluster_size() as u32,
+        call.tokens as u32,
+        call.key.head_groups() as u32,
+    ]
+}
+
 /// The decode kernel on one device: compiled per key on first use (or at [`warmup`]).
 ///
 /// [`warmup`]: SwapAbDecode::warmup
@@ -447,7 +456,7 @@ impl SwapAbDecode {
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
         let kernel = self.kernel(&call.key)?;
-        let grid = [call.key.cluster_size() as u32, call.tokens as u32, 1];
+        let grid = launch_grid(&call);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
         Ok(call)
@@ -481,7 +490,7 @@ impl SwapAbDecode {
                 .kernel("swap_ab_decode_debug", &key.to_string(), key.target, || {
                     swap_ab_decode_debug(key.target, &key)
                 })?;
-        let grid = [key.cluster_size() as u32, call.tokens as u32, 1];
+        let grid = launch_grid(&call);
         let mut kernel_args = args.kernel_args().to_vec();
         kernel_args.push(precast.arg::<3>());
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.

@@ -12,7 +12,7 @@ use dsl_core::trace::{Pred, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
-use super::plan::Plan;
+use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::{HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
 
@@ -42,6 +42,7 @@ pub struct QueryInputs {
     pub positions: Tensor<i64, 1>,
     pub cos_sin: Tensor<f32, 2>,
     pub token: Val<u32>,
+    pub heads: HeadGroup,
 }
 
 const NC: LoadOpts = LoadOpts { nc: true };
@@ -93,8 +94,9 @@ pub fn stage_inputs(
     let chunk16 = tid / (2 * heads);
     let head = (tid % (2 * heads)) / 2;
     let d0 = chunk16 * 16 + (tid % 2) * 8;
-    let element =
-        chunk16.cast::<i64>() * padded_heads * 16i64 + (head * 16 + (tid % 2) * 8).cast::<i64>();
+    let global_head = query.heads.head(head);
+    let element = chunk16.cast::<i64>() * padded_heads * 16i64
+        + (global_head * 16 + (tid % 2) * 8).cast::<i64>();
     let chunks_per_round = threads / (2 * heads);
     let round_bytes = padded_heads * (chunks_per_round as i64 * 16 * 2);
     let q_first = q_row + element * 2i64;
@@ -105,7 +107,13 @@ pub fn stage_inputs(
         } else {
             q_first + round_bytes * k
         };
-        q_words.push(load_vec::<u32, 4, _>(at));
+        // Heads past the live ones only pad the MMA: they read nothing and stay zero.
+        let words = if plan.live_heads < heads {
+            load_vec_if::<u32, 4, _>(at, head < plan.live_heads, 0u32, LoadOpts::default())
+        } else {
+            load_vec::<u32, 4, _>(at)
+        };
+        q_words.push(words);
     }
     let last_d = d0 + (plan.q_pieces - 1) * chunks_per_round * 16;
 

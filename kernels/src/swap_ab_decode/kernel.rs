@@ -1,7 +1,9 @@
 //! The SwapAB decode kernel, written once for sm_100a (tcgen05 MMA into tensor memory) and
 //! sm_90a (wgmma into registers); only the MMA stages differ by target ([`super::mma`]).
 //!
-//! Grid (C, s_q): one cluster of C CTAs per token, 512 threads each. CTA rank r < KT takes
+//! Grid (C, s_q, G): one cluster of C CTAs per token and group of up to 32 heads (G = 2 or 4
+//! for 64 or 128 heads; 8 heads are computed as 16, the padding never loaded or stored),
+//! 512 threads each. CTA rank r < KT takes
 //! SWA rows [64 r, 64 r + 64), the others 128 compressed rows each. The stages, as they
 //! appear in the PTX's stage comments:
 //!
@@ -37,7 +39,7 @@ use half::bf16;
 use super::inputs::{KvList, QueryInputs, stage_inputs, zero_stale_rows};
 use super::merge::{EpilogueTensors, gather_stats, merge_and_store, pull_partials};
 use super::mma::Mma;
-use super::plan::Plan;
+use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::softmax::{column_sums, softmax_to_p, write_stats};
 use super::{CompileKey, SWA_ROWS, THREADS, TILE};
@@ -163,11 +165,13 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     let lane = lane_id();
     let rank = cluster_cta_rank();
     let token = block_idx_y();
+    let heads = HeadGroup::of_this_cta(&plan);
     let query = QueryInputs {
         q: params.q,
         positions: params.positions,
         cos_sin: params.cos_sin,
         token,
+        heads,
     };
     let swa = KvList {
         cache: params.swa_cache,
@@ -263,6 +267,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
     let tensors = EpilogueTensors {
+        heads,
         sink: params.sink,
         out: params.out,
         out_scale: params.out_scale,

@@ -8,7 +8,7 @@ use dsl_core::arch::thread::shfl_xor;
 use dsl_core::trace::{E4m3, Tensor, Val};
 use dsl_macros::device;
 
-use super::plan::{Plan, THREADS_PER_UNIT};
+use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
 use super::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 
@@ -65,10 +65,11 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
 
 /// What stage 9 reads and writes in global memory.
 pub struct EpilogueTensors {
+    pub heads: HeadGroup,
     pub sink: Tensor<f32, 1>,
     pub out: Tensor<E4m3, 3>,
     pub out_scale: Tensor<i32, 3>,
-    /// The debug epilogue's `[s_q, H, 512]` fp32 output before the cast.
+    /// The debug epilogue's `[s_q, heads, 512]` fp32 output before the cast.
     pub precast: Option<Tensor<f32, 3>>,
 }
 
@@ -94,7 +95,9 @@ pub fn merge_and_store(
         let active = index < count;
         let head = unit / 16;
         let chunk = unit % 16;
-        let sink_logit: Val<f32> = load(sink.base() + head.cast::<i64>() * sink.stride(0) * 4i64);
+        let global_head = tensors.heads.head(head);
+        let sink_logit: Val<f32> =
+            load(sink.base() + global_head.cast::<i64>() * sink.stride(0) * 4i64);
         let sink2 = sink_logit * LOG2E as f32;
         let mut maxima = Vec::new();
         let mut sums = Vec::new();
@@ -141,7 +144,7 @@ pub fn merge_and_store(
 
         if let Some(precast) = tensors.precast {
             let element = token * precast.stride(0)
-                + head.cast::<i64>() * precast.stride(1)
+                + global_head.cast::<i64>() * precast.stride(1)
                 + (chunk * 32 + slice * 4).cast::<i64>();
             store_vec_if(
                 precast.base() + element * 4i64,
@@ -165,8 +168,8 @@ pub fn merge_and_store(
             x[3] * inverse,
         ]);
 
-        let group = (head / WV_GROUP_SIZE as u32).cast::<i64>();
-        let column = chunk * WV_GROUP_SIZE as u32 + head % WV_GROUP_SIZE as u32;
+        let group = (global_head / WV_GROUP_SIZE as u32).cast::<i64>();
+        let column = chunk * WV_GROUP_SIZE as u32 + global_head % WV_GROUP_SIZE as u32;
         let data = out.base()
             + token * out.stride(0)
             + group * out.stride(1)

@@ -34,7 +34,7 @@ mod softmax;
 pub use cache::PagedCache;
 pub use case_file::{CaseFile, CaseFileError};
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
-pub use dispatch::{LayerShape, dispatch, snapshot_keys, warmup_keys};
+pub use dispatch::{LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
 pub use host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 pub use kernel::{swap_ab_decode, swap_ab_decode_debug};
 pub use key::{CompileKey, ExtraRecord, KeyError};

@@ -4,14 +4,19 @@
 use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Swizzle, canonical};
 
+use super::key::MAX_HEADS_PER_CLUSTER;
 use super::{CompileKey, ExtraRecord, HEAD_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub key: CompileKey,
-    /// Live heads (H).
+    /// Heads the MMAs compute per cluster (H): the live ones, 8 padded to 16.
     pub heads: u32,
+    /// Live heads per cluster (<= H); padded heads are computed but never loaded or stored.
+    pub live_heads: u32,
+    /// Clusters per token along the grid's z (64 and 128 heads: groups of 32).
+    pub head_groups: u32,
     /// SWA tiles (KT) and compressed tiles (ET); the cluster has C = KT + ET CTAs.
     pub swa_tiles: u32,
     pub extra_tiles: u32,
@@ -20,7 +25,7 @@ pub struct Plan {
     pub cols_per_thread: u32,
     /// 16-byte pieces of Q each thread loads (H * 512 / 8 / 512).
     pub q_pieces: u32,
-    /// (head, 32-dim chunk) output units, units per CTA, and 64-unit passes over them.
+    /// (live head, 32-dim chunk) output units, units per CTA, and 64-unit passes over them.
     pub units: u32,
     pub units_per_cta: u32,
     pub merge_passes: u32,
@@ -34,16 +39,19 @@ pub const THREADS_PER_UNIT: u32 = 8;
 
 impl Plan {
     pub fn new(key: &CompileKey) -> Plan {
-        let heads = key.heads as u32;
+        let heads = key.mma_heads() as u32;
+        let live_heads = key.heads_per_cluster() as u32;
         let swa_tiles = key.swa_tiles() as u32;
         let extra_tiles = key.extra_tiles() as u32;
         let cluster = swa_tiles + extra_tiles;
-        let units = (HEAD_DIM as u32 / 32) * heads;
+        let units = (HEAD_DIM as u32 / 32) * live_heads;
         let units_per_cta = units.div_ceil(cluster);
         let s_column = 8 * heads;
         Plan {
             key: *key,
             heads,
+            live_heads,
+            head_groups: key.head_groups() as u32,
             swa_tiles,
             extra_tiles,
             cluster,
@@ -112,5 +120,32 @@ impl Plan {
             IntTuple::of(&[pitch, 1]),
         )?;
         ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
+    }
+}
+
+/// This cluster's heads among the layer's: group `z` of the grid takes heads `32 z ..`.
+#[derive(Clone, Copy, Debug)]
+pub struct HeadGroup {
+    /// The first global head, when there is more than one group.
+    first: Option<dsl_core::trace::Val<u32>>,
+}
+
+impl HeadGroup {
+    /// The group of this CTA (`%ctaid.z`) when the plan has several, else the only one.
+    #[track_caller]
+    pub fn of_this_cta(plan: &Plan) -> Self {
+        HeadGroup {
+            first: (plan.head_groups > 1)
+                .then(|| dsl_core::arch::thread::block_idx_z() * MAX_HEADS_PER_CLUSTER as u32),
+        }
+    }
+
+    /// The global head index of local head `local`.
+    #[track_caller]
+    pub fn head(&self, local: dsl_core::trace::Val<u32>) -> dsl_core::trace::Val<u32> {
+        match self.first {
+            Some(first) => first + local,
+            None => local,
+        }
     }
 }
