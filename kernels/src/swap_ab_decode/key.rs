@@ -186,6 +186,23 @@ impl std::str::FromStr for CompileKey {
     }
 }
 
+impl fmt::Display for CompileKey {
+    /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "h{}_nk{}_ne{}_{}_p{}x{}_{}",
+            self.heads,
+            self.swa_width,
+            self.extra_width,
+            self.extra_record.short_name(),
+            self.swa_page,
+            self.extra_page,
+            self.target.short_name()
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,22 +251,5 @@ mod tests {
         assert_eq!((key(32).head_groups(), key(32).mma_heads()), (1, 32));
         assert_eq!((key(64).head_groups(), key(64).mma_heads()), (2, 32));
         assert_eq!((key(128).head_groups(), key(128).mma_heads()), (4, 32));
-    }
-}
-
-impl fmt::Display for CompileKey {
-    /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "h{}_nk{}_ne{}_{}_p{}x{}_{}",
-            self.heads,
-            self.swa_width,
-            self.extra_width,
-            self.extra_record.short_name(),
-            self.swa_page,
-            self.extra_page,
-            self.target.short_name()
-        )
     }
 }
