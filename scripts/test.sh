@@ -30,3 +30,8 @@ echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace "$@"
+
+# The main job on this machine (the CPU interpreter when there is no GPU): trace, emit,
+# assemble, run, check; its last line is a JSON object with "ok".
+cargo run --quiet --example decode -- --tokens 2 | tee target/main-job.log
+tail -n 1 target/main-job.log | grep -q '"ok":true' || { echo "error: the main job's numerics check failed" >&2; exit 1; }
