@@ -4,6 +4,8 @@ use std::fmt::Display;
 
 /// Exit code of a failure (a fault, a failed check, a file that cannot be read).
 pub const FAILED: u8 = 1;
+/// Exit code of a usage mistake (clap uses the same for the ones it finds).
+pub const USAGE: u8 = 2;
 /// Exit code when a tool the command needs is not installed.
 pub const MISSING_TOOL: u8 = 3;
 
@@ -19,6 +21,13 @@ impl Failure {
         Failure {
             message: message.to_string(),
             code: FAILED,
+        }
+    }
+
+    pub fn usage(message: impl Display) -> Self {
+        Failure {
+            message: message.to_string(),
+            code: USAGE,
         }
     }
 
