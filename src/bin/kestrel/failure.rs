@@ -40,3 +40,61 @@ impl Failure {
 }
 
 pub type Outcome = Result<(), Failure>;
+
+/// Runs `command`, turning a panic inside the kernel source or a library (an input they do
+/// not handle yet) into a failure that says so, instead of a backtrace.
+pub fn without_panics(command: impl FnOnce() -> Outcome) -> Outcome {
+    use std::panic::{self, AssertUnwindSafe};
+    use std::sync::Mutex;
+
+    static PANIC: Mutex<Option<String>> = Mutex::new(None);
+    let previous = panic::take_hook();
+    panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_else(|| "an unknown place".into());
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        if let Ok(mut slot) = PANIC.lock() {
+            *slot = Some(format!("{message} (at {at})"));
+        }
+    }));
+    let result = panic::catch_unwind(AssertUnwindSafe(command));
+    panic::set_hook(previous);
+    result.unwrap_or_else(|_| {
+        let what = PANIC
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .unwrap_or_else(|| "a panic".into());
+        Err(Failure::failed(format!(
+            "internal error: {what}.\n  This is not a usage mistake: the kernel source or a \
+             library does not handle this input (yet). `kestrel keys` lists keys that work; \
+             please report the command line."
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_failure() {
+        let failure = without_panics(|| panic!("H must be 16 or 32")).unwrap_err();
+        assert_eq!(failure.code, FAILED);
+        assert!(
+            failure
+                .message
+                .starts_with("internal error: H must be 16 or 32 (at src/bin/kestrel/failure.rs:"),
+            "{}",
+            failure.message
+        );
+        assert!(without_panics(|| Ok(())).is_ok());
+    }
+}

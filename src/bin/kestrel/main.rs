@@ -21,13 +21,13 @@ use args::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = failure::without_panics(|| match cli.command {
         Command::Keys(a) => inspect::keys(&a),
         Command::Ptx(a) => inspect::ptx(&a),
         Command::Ptxas(a) => inspect::ptxas(&a),
         Command::Smem(a) => inspect::smem(&a),
         Command::Run(a) => run::run(&a),
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
