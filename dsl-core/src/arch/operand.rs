@@ -5,9 +5,31 @@
 //! memory's base is a register): it is computed once per tile, and each MMA block adds its
 //! trace-time start offset (>> 4) to it.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
 use crate::layout::canonical::{self, CanonicalOperand};
-use crate::layout::{GmmaSmemDesc, Major, UmmaSmemDesc};
+use crate::layout::{GmmaSmemDesc, LayoutError, Major, UmmaSmemDesc};
 use crate::trace::{SmemTile, Val, trace_error};
+
+/// [`canonical::recognise_as`], remembered per (layout, major-ness) for the whole process:
+/// recognition checks every element of the tile, and every compile key of a kernel reuses
+/// the same few tile layouts.
+fn recognise_cached(tile: &SmemTile, major: Major) -> Result<CanonicalOperand, LayoutError> {
+    type Cache = Mutex<HashMap<(String, Major), Result<CanonicalOperand, LayoutError>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (tile.layout().to_string(), major);
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let result = canonical::recognise_as(tile.layout(), major);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, result.clone());
+    result
+}
 
 /// Which descriptor format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +53,7 @@ impl SmemOperand {
     /// that is not canonical is a trace error that prints the layout and the expected form.
     #[track_caller]
     pub fn new(tile: &SmemTile, major: Major, format: DescFormat) -> Self {
-        let recognised = canonical::recognise_as(tile.layout(), major).and_then(|op| {
+        let recognised = recognise_cached(tile, major).and_then(|op| {
             let bits = match format {
                 DescFormat::Umma => UmmaSmemDesc::for_operand(&op)?.bits_without_start_address(),
                 DescFormat::Gmma => GmmaSmemDesc::for_operand(&op)?.bits_without_start_address(),
