@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SwapAB sparse decode attention in plain PyTorch: the baseline the kernel is measured against.
 
-`decode_torch` computes the op of shared/SPEC.md ("The SwapAB decode op") from the kernel's own
+`decode_torch` computes the SwapAB decode op (see the kernels crate's `swap_ab_decode` docs) from the kernel's own
 inputs (chunk-interleaved bf16 Q, paged V4.1 fp8 / NVFP4 KV records, slot lists, RoPE table,
 sinks) into the kernel's own outputs (MXFP8 codes and ue8m0 scales in the o-fused layout),
 batched over tokens with ordinary tensor ops: gathers by index tensors, masks, bf16 matmuls

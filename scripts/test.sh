@@ -18,7 +18,8 @@ if [ -z "$PTXAS" ]; then
     echo "ptxas not found: installing nvidia-cuda-nvcc into target/tools/py" >&2
     mkdir -p target/tools
     python3 -m venv target/tools/py
-    target/tools/py/bin/pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc
+    # Pinned: the resource table in the kernel docs records this release's register counts.
+    target/tools/py/bin/pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc==13.5.37
     PTXAS="$(find_ptxas)"
 fi
 [ -n "$PTXAS" ] || { echo "error: could not install ptxas (pip install nvidia-cuda-nvcc)" >&2; exit 1; }

@@ -396,3 +396,13 @@ fn run_takes_a_case_file() {
     let err = fails(&["run"], 2);
     assert!(err.contains("give a compile key"), "{err}");
 }
+
+#[test]
+fn resources_prints_the_table_of_every_key() {
+    let table = ok(&["resources"]);
+    assert!(table.contains("| key | registers |"), "{table}");
+    assert!(
+        table.contains("`h8_nk128_ne512_fp8_p64x64_sm100a`"),
+        "{table}"
+    );
+}

@@ -92,3 +92,32 @@ fn every_snapshot_assembles() {
     assert!(assembled > 0, "no PTX snapshots found in {}", dir.display());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The resource table in the kernel's docs is what this ptxas reports, when it is the
+/// release that wrote it (another release may allocate registers differently).
+#[test]
+fn the_resource_table_in_the_docs_is_current() {
+    use kernels::swap_ab_decode::resources::{RESOURCES_FILE, resource_table};
+    let Some(ptxas_path) = ptxas::find() else {
+        if std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() == Ok("1") {
+            panic!("ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found");
+        }
+        eprintln!("SKIPPED resource table check: ptxas not found");
+        return;
+    };
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("kernels")
+        .join(RESOURCES_FILE);
+    let written = std::fs::read_to_string(&path).expect("the resource table exists");
+    let version = ptxas::version(&ptxas_path).unwrap();
+    if !written.contains(&version) {
+        eprintln!("SKIPPED resource table check: written by another ptxas than `{version}`");
+        return;
+    }
+    let current = resource_table(&ptxas_path).unwrap();
+    assert!(
+        current == written,
+        "{} is stale: run `cargo run --bin kestrel -- resources --write`",
+        path.display()
+    );
+}

@@ -77,6 +77,24 @@ fn python_package_ptxas() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The version line of a ptxas (`Cuda compilation tools, release 13.5, V13.5.37`).
+pub fn version(ptxas: &Path) -> Result<String, PtxasError> {
+    let output = Command::new(ptxas)
+        .arg("--version")
+        .output()
+        .map_err(|source| PtxasError::Run {
+            path: ptxas.to_path_buf(),
+            source,
+        })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text
+        .lines()
+        .find(|l| l.contains("release"))
+        .unwrap_or_else(|| text.lines().last().unwrap_or(""))
+        .trim()
+        .to_string())
+}
+
 /// Assembles `module` for its own target with `-v` and returns the resource report.
 pub fn assemble(module: &PtxModule) -> Result<PtxasReport, PtxasError> {
     let ptxas = find().ok_or(PtxasError::NotFound)?;

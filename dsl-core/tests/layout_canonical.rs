@@ -10,7 +10,7 @@ fn tile(swizzle: Swizzle, offset: i64, layout: &str) -> ComposedLayout {
     ComposedLayout::new(swizzle, offset, layout.parse::<Layout>().unwrap(), 2).unwrap()
 }
 
-// ---- The seed kernel (shared/seed/swap_ab_decode_kernel.py.txt) writes its bf16 tiles by
+// ---- The original CuTe-DSL decode kernel (the seed) writes its bf16 tiles by
 // hand; the canonical constructors must give the same bytes.
 
 /// Seed, fp8 dequant: KV [128, 512] K-major SW128, "8 k-blocks of 128 rows x 128 B; 16-byte

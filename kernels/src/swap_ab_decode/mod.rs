@@ -1,6 +1,6 @@
-//! The DeepSeek-V4.1 "SwapAB" sparse decode attention (see `shared/SPEC.md` in the design
-//! notes): one query token attends to a sliding-window list and a compressed list of paged
-//! KV rows, with an attention sink, and writes MXFP8 in the o-fused layout.
+//! The DeepSeek-V4.1 "SwapAB" sparse decode attention: one query token attends to a
+//! sliding-window list and a compressed list of paged KV rows, with an attention sink, and
+//! writes MXFP8 in the o-fused layout.
 //!
 //! Host side, GPU-free, shared by every engine that runs the kernel:
 //! - layouts: [`record`] (V4.1 fp8 / NVFP4 records), [`cache`] (paged caches), [`query`]
@@ -9,6 +9,11 @@
 //! - [`reference()`]: the op in f64; [`compare`]: the SPEC's numerics contract as a report;
 //! - [`cases`]: named edge cases and seeded realistic cases; [`case_file`]: one case per
 //!   `.safetensors` file, readable from PyTorch.
+//!
+//! # Resources per key
+//!
+
+#![doc = include_str!("resources.md")]
 
 pub mod cache;
 pub mod case_file;
@@ -28,6 +33,7 @@ pub mod problem;
 pub mod query;
 pub mod record;
 pub mod reference;
+pub mod resources;
 mod smem;
 mod softmax;
 

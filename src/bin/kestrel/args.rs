@@ -34,6 +34,16 @@ pub enum Command {
     Smem(SmemArgs),
     /// Run the kernel in the CPU interpreter and check it against the f64 reference.
     Run(RunArgs),
+    /// The table of registers, spills, shared memory and PTX lines of every snapshot and
+    /// variant key (the kernel docs' resources.md).
+    Resources(ResourcesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ResourcesArgs {
+    /// Write the table to kernels/src/swap_ab_decode/resources.md instead of printing it.
+    #[arg(long)]
+    pub write: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,7 +12,7 @@ use kestrel::kernels::swap_ab_decode::{
     CompileKey, snapshot_keys, swap_ab_decode, swap_ab_decode_debug,
 };
 
-use crate::args::{KeysArgs, PtxArgs, PtxasArgs, SmemArgs};
+use crate::args::{KeysArgs, PtxArgs, PtxasArgs, ResourcesArgs, SmemArgs};
 use crate::failure::{Failure, Outcome};
 use crate::output::{out, outln};
 
@@ -204,4 +204,26 @@ fn smem_map(key: &CompileKey, kernel: &Kernel) -> String {
         }
     );
     out
+}
+
+pub fn resources(args: &ResourcesArgs) -> Outcome {
+    let ptxas_path = ptxas::find().ok_or_else(|| {
+        Failure::missing_tool(
+            "ptxas was not found: install it with `pip install nvidia-cuda-nvcc`, put it on \
+             PATH, or point KESTREL_PTXAS at it",
+        )
+    })?;
+    let table = kestrel::kernels::swap_ab_decode::resources::resource_table(&ptxas_path)
+        .map_err(Failure::failed)?;
+    if args.write {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("kernels")
+            .join(kestrel::kernels::swap_ab_decode::resources::RESOURCES_FILE);
+        std::fs::write(&path, &table)
+            .map_err(|e| Failure::failed(format!("writing {}: {e}", path.display())))?;
+        outln!("wrote {}", path.display());
+    } else {
+        out!("{table}");
+    }
+    Ok(())
 }

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Command::Ptxas(a) => inspect::ptxas(&a),
         Command::Smem(a) => inspect::smem(&a),
         Command::Run(a) => run::run(&a),
+        Command::Resources(a) => inspect::resources(&a),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
