@@ -22,14 +22,14 @@ use dsl_core::arch::thread::{
 use dsl_core::emit::ptx::emit;
 use dsl_core::layout::{Major, Swizzle, UmmaInstrDesc, canonical};
 use dsl_core::trace::{
-    Tensor, Val, cluster_dims, current_target, max_regs, min_ctas_per_sm, smem_alloc, smem_tile,
-    threads, trace_kernel,
+    GlobalPtr, Tensor, Val, cluster_dims, current_target, max_regs, min_ctas_per_sm, smem_alloc,
+    smem_tile, threads, trace_kernel,
 };
 use dsl_macros::kernel;
 
 /// Every target-independent op, then the target's own MMA family.
 #[kernel]
-fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>) {
+fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>, flags: GlobalPtr<u8>) {
     let target = current_target();
     threads(128, 1, 1);
     min_ctas_per_sm(1);
@@ -198,6 +198,7 @@ fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>) {
 /// Each op's PTX spelling, and the targets that have it.
 const SPELLINGS: &[(&str, &[Target])] = &[
     ("ld.param.u64", &Target::ALL),
+    (".param .u64 flags", &Target::ALL),
     ("cvta.to.global.u64", &Target::ALL),
     ("ld.global.v4.b32", &Target::ALL),
     ("ld.global.nc.v2.b32", &Target::ALL),

@@ -16,7 +16,7 @@ use std::fmt;
 pub use builder::{current_target, trace_kernel};
 pub(crate) use builder::{entry_special, entry_warp_id, with_builder};
 pub use control::{Carry, Cond, DynRange, dyn_range};
-pub use param::{E4m3, Element, KernelParam, Tensor};
+pub use param::{E4m3, Element, GlobalPtr, KernelParam, Tensor};
 pub use smem::{
     Index, SmemRegion, SmemTile, smem_alloc, smem_alloc_with_layout, smem_base, smem_tile,
 };

@@ -48,6 +48,70 @@ impl<T: Literal> KernelParam for Val<T> {
     }
 }
 
+/// A bare device pointer to `E`s (a `.u64` parameter): an address without a shape, for
+/// kernels that compute their own extents.
+pub struct GlobalPtr<E: Element> {
+    index: u32,
+    _elem: PhantomData<E>,
+}
+
+impl<E: Element> Clone for GlobalPtr<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<E: Element> Copy for GlobalPtr<E> {}
+
+impl<E: Element> KernelParam for GlobalPtr<E> {
+    fn declare(name: &str) -> Self {
+        let index = with_builder(|b| b.declare_param(name, ParamKind::Scalar(Ty::U64)));
+        GlobalPtr {
+            index,
+            _elem: PhantomData,
+        }
+    }
+}
+
+impl<E: Element> GlobalPtr<E> {
+    /// The global address of element 0.
+    #[track_caller]
+    pub fn base(&self) -> Gmem {
+        global_address(self.index, 0)
+    }
+
+    /// The address of element `i`.
+    #[track_caller]
+    pub fn at(&self, i: Val<u32>) -> Gmem {
+        self.base() + i.mul_wide(E::ELEM.bytes() as u32)
+    }
+}
+
+/// The generic address in parameter `index` at byte `offset`, converted to a global one
+/// once at kernel entry.
+#[track_caller]
+fn global_address(index: u32, offset: u32) -> Gmem {
+    let loc = SourceLoc::caller();
+    let reg = with_builder(|b| {
+        b.entry_value(
+            EntryValue::GlobalAddress { index },
+            Ty::U64,
+            loc,
+            |b, dst| {
+                let generic = b.new_reg(Ty::U64);
+                vec![
+                    Op::Mem(MemOp::LdParam {
+                        dst: generic,
+                        param: index,
+                        offset,
+                    }),
+                    Op::Mem(MemOp::CvtaGlobal { dst, src: generic }),
+                ]
+            },
+        )
+    });
+    Gmem::new(Val::from_reg(reg), 0)
+}
+
 /// The element type of a tensor in global memory.
 pub trait Element: 'static {
     const ELEM: ElemTy;

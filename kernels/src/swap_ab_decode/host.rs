@@ -41,6 +41,21 @@ impl DeviceTensor {
         }
     }
 
+    /// A tensor of `E` over a cudarc slice of `stream`'s context (any element type of the
+    /// same storage, e.g. a `CudaSlice<u8>` holding fp8 records), with extents and strides.
+    pub fn from_slice<E: Element, T>(
+        slice: &cudarc::driver::CudaSlice<T>,
+        stream: &CudaStream,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Self {
+        Self::new::<E>(
+            cudarc::driver::DevicePtr::device_ptr(slice, stream).0,
+            shape,
+            strides,
+        )
+    }
+
     /// A row-major contiguous tensor of `E` at `ptr`.
     pub fn contiguous<E: Element>(ptr: u64, shape: &[usize]) -> Self {
         let mut strides = vec![1; shape.len()];
