@@ -90,6 +90,13 @@ pub fn trace_error(message: impl Into<String>) {
     with_builder(|b| b.error(message, loc));
 }
 
+/// Reports a trace-time error at `loc`: for code that found the caller's location earlier
+/// (a closure cannot be `#[track_caller]`).
+pub(crate) fn trace_error_at(message: impl Into<String>, loc: SourceLoc) {
+    let message = message.into();
+    with_builder(|b| b.error(message, loc));
+}
+
 /// The block shape (`.reqntid`). Every kernel declares it.
 pub fn threads(x: u32, y: u32, z: u32) {
     with_builder(|b| b.launch.threads = [x, y, z]);
