@@ -2,7 +2,7 @@
 //!
 //! Plain Rust values (integers, bools, the compile key, layouts) are compile-time constants
 //! and fold away; DSL values ([`Val`], [`Pred`]) are registers and become instructions. A
-//! trace runs on one thread at a time through a thread-local [`Builder`]; the `#[kernel]`
+//! trace runs on one thread at a time through a thread-local `Builder`; the `#[kernel]`
 //! macro wraps the body in [`trace_kernel`].
 
 mod builder;
