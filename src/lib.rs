@@ -52,6 +52,14 @@
 //!    loads, shared memory.
 //! 4. [Layouts and swizzles](guide::layouts): `Layout`, `Swizzle`, `ComposedLayout`,
 //!    `SmemTile` addresses, `displacement`.
+//! 5. [MMA operands and descriptors](guide::mma_operands): canonical K- and MN-major
+//!    layouts, `SmemOperand`, instruction descriptors, stepping K, the checked MMA atoms.
+//! 6. [Tensor cores](guide::tensor_cores): tensor memory and tcgen05 on `sm_100a`, wgmma on
+//!    `sm_90a`.
+//! 7. [Synchronisation](guide::synchronisation): mbarriers, clusters and distributed shared
+//!    memory, programmatic dependent launch.
+//! 8. [Running kernels](guide::running): the interpreter and what it checks, the JIT,
+//!    `ptxas`, snapshots.
 //!
 //! # Crates
 //!
@@ -84,4 +92,16 @@ pub mod guide {
 
     #[doc = include_str!("guide/layouts.md")]
     pub mod layouts {}
+
+    #[doc = include_str!("guide/mma_operands.md")]
+    pub mod mma_operands {}
+
+    #[doc = include_str!("guide/tensor_cores.md")]
+    pub mod tensor_cores {}
+
+    #[doc = include_str!("guide/synchronisation.md")]
+    pub mod synchronisation {}
+
+    #[doc = include_str!("guide/running.md")]
+    pub mod running {}
 }
