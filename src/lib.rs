@@ -60,6 +60,10 @@
 //!    memory, programmatic dependent launch.
 //! 8. [Running kernels](guide::running): the interpreter and what it checks, the JIT,
 //!    `ptxas`, snapshots.
+//! 9. [Writing a variant](guide::variants): how the decode kernel is organised and how to
+//!    add a variant that reuses its stages.
+//! 10. [What errors look like](guide::errors): trace errors with the author's line and
+//!     stage, compile errors, interpreter faults.
 //!
 //! # Crates
 //!
@@ -104,4 +108,10 @@ pub mod guide {
 
     #[doc = include_str!("guide/running.md")]
     pub mod running {}
+
+    #[doc = include_str!("guide/variants.md")]
+    pub mod variants {}
+
+    #[doc = include_str!("guide/errors.md")]
+    pub mod errors {}
 }
