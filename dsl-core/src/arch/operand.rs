@@ -8,9 +8,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use crate::ir::SourceLoc;
 use crate::layout::canonical::{self, CanonicalOperand};
-use crate::layout::{GmmaSmemDesc, LayoutError, Major, UmmaSmemDesc};
-use crate::trace::{SmemTile, Val, trace_error};
+use crate::layout::{GmmaSmemDesc, LayoutError, Major, Swizzle, UmmaSmemDesc};
+use crate::trace::{SmemTile, Val, trace_error, trace_error_at};
 
 /// [`canonical::recognise_as`], remembered per (layout, major-ness) for the whole process:
 /// recognition checks every element of the tile, and every compile key of a kernel reuses
@@ -40,12 +41,71 @@ pub enum DescFormat {
     Gmma,
 }
 
+impl DescFormat {
+    /// The instruction family that reads this format, for messages.
+    pub fn family(self) -> &'static str {
+        match self {
+            DescFormat::Umma => "tcgen05 (UMMA)",
+            DescFormat::Gmma => "wgmma (GMMA)",
+        }
+    }
+}
+
+/// What an MMA instruction expects of one operand, for [`MnBlock::check`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OperandExpectation<'s> {
+    /// The instruction and its shape, e.g. `tcgen05.mma m128n16k16`.
+    pub instr: &'s str,
+    /// "A" or "B".
+    pub role: &'static str,
+    /// "M" or "N".
+    pub dim: &'static str,
+    /// The instruction's M or N.
+    pub rows: i64,
+    pub major: crate::layout::Major,
+    pub format: DescFormat,
+}
+
+/// For a tile that is not canonical: the constructor call that builds the canonical tile of
+/// its shape, swizzle and element size, and what it prints, when there is one.
+fn canonical_hint(tile: &SmemTile, major: Major) -> String {
+    let layout = tile.layout();
+    if layout.rank() != 2 {
+        return String::new();
+    }
+    let extent = |mode| layout.layout().mode(mode).map(|m| m.static_size());
+    let (Ok(mn), Ok(k)) = (extent(0), extent(1)) else {
+        return String::new();
+    };
+    let (swizzle, elem) = (layout.swizzle(), layout.elem_bytes());
+    let (name, built) = match major {
+        Major::K => ("k_major", canonical::k_major(swizzle, mn, k, elem)),
+        Major::MN => ("mn_major", canonical::mn_major(swizzle, mn, k, elem)),
+    };
+    let Ok(built) = built else {
+        return String::new();
+    };
+    let swizzle_name = match swizzle {
+        s if s == Swizzle::B128 => "B128",
+        s if s == Swizzle::B64 => "B64",
+        s if s == Swizzle::B32 => "B32",
+        _ => "NONE",
+    };
+    format!(
+        "; `canonical::{name}(Swizzle::{swizzle_name}, {mn}, {k}, {elem})` builds the canonical \
+         tile of this shape: {built}"
+    )
+}
+
 /// A canonical MMA operand tile with its descriptor in a register.
 #[derive(Clone, Debug)]
 pub struct SmemOperand {
     operand: Option<CanonicalOperand>,
     /// The descriptor of the tile's first MMA block.
     desc: Val<u64>,
+    /// The shared buffer's name, for messages.
+    name: String,
+    format: DescFormat,
 }
 
 impl SmemOperand {
@@ -64,8 +124,9 @@ impl SmemOperand {
             Ok((op, bits)) => (Some(op), bits),
             Err(e) => {
                 trace_error(format!(
-                    "shared buffer `{}` as an MMA operand: {e}",
-                    tile.region().name
+                    "shared buffer `{}` as an MMA operand: {e}{}",
+                    tile.region().name,
+                    canonical_hint(tile, major)
                 ));
                 (None, 0)
             }
@@ -75,6 +136,38 @@ impl SmemOperand {
         SmemOperand {
             operand,
             desc: field | static_bits,
+            name: tile.region().name.clone(),
+            format,
+        }
+    }
+
+    /// The name of the shared buffer the operand lives in.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Which MMA family the descriptor is encoded for.
+    pub fn format(&self) -> DescFormat {
+        self.format
+    }
+
+    /// `[MN, K]` of the tile, as recognised (absent after a trace error).
+    pub fn shape(&self) -> Option<(i64, i64)> {
+        self.operand
+            .as_ref()
+            .map(|op| (op.mn_extent(), op.k_extent()))
+    }
+
+    /// The MMA block of `M` (or `N`) rows starting at row `mn0` of a taller tile, for a
+    /// checked MMA atom (`sm100::tcgen05::MmaF16Bf16Ss`, `sm90::wgmma::MmaF16Bf16Ss`): the
+    /// atom checks that `mn0` starts a block and that the instruction's rows fit below the
+    /// tile's extent. A plain `&SmemOperand` given to an atom must be exactly M (or N) rows.
+    pub fn at_mn(&self, mn0: i64) -> MnBlock<'_> {
+        MnBlock {
+            operand: self,
+            mn0,
+            whole: false,
+            extra_bytes: None,
         }
     }
 
@@ -122,5 +215,136 @@ impl SmemOperand {
     pub fn k_step(&self, ks: i64) -> Val<u64> {
         let k0 = self.operand.as_ref().map_or(0, |op| ks * op.mma_k());
         self.block(0, k0)
+    }
+}
+
+/// An operand as an MMA atom reads it: a whole tile, or the block of the instruction's rows
+/// starting at row `mn0` of a taller tile ([`SmemOperand::at_mn`]), optionally moved by a
+/// runtime byte offset ([`MnBlock::plus`], e.g. one block per warpgroup).
+#[derive(Clone, Copy, Debug)]
+pub struct MnBlock<'a> {
+    operand: &'a SmemOperand,
+    mn0: i64,
+    /// Made from a plain `&SmemOperand`: the tile must be exactly the instruction's rows.
+    whole: bool,
+    extra_bytes: Option<Val<u32>>,
+}
+
+impl<'a> From<&'a SmemOperand> for MnBlock<'a> {
+    fn from(operand: &'a SmemOperand) -> Self {
+        MnBlock {
+            operand,
+            mn0: 0,
+            whole: true,
+            extra_bytes: None,
+        }
+    }
+}
+
+impl<'a> MnBlock<'a> {
+    /// The same block moved by `bytes` more at run time (a multiple of 16 that keeps the block
+    /// canonical, e.g. `group * operand.block_offset(64, 0)`); only the static part is checked.
+    pub fn plus(self, bytes: Val<u32>) -> Self {
+        MnBlock {
+            extra_bytes: Some(bytes),
+            ..self
+        }
+    }
+
+    pub fn operand(&self) -> &'a SmemOperand {
+        self.operand
+    }
+
+    pub fn mn0(&self) -> i64 {
+        self.mn0
+    }
+
+    /// Checks this block against one operand of an MMA instruction at K-step `k_step`,
+    /// reporting every mismatch as a trace error at the caller; false when the MMA must not
+    /// be issued.
+    #[track_caller]
+    pub(crate) fn check(&self, expect: &OperandExpectation<'_>, k_step: i64) -> bool {
+        let OperandExpectation {
+            instr,
+            role,
+            dim,
+            rows,
+            major,
+            format,
+        } = *expect;
+        let op = self.operand;
+        let Some(canonical) = &op.operand else {
+            // Not canonical: already reported where the operand was made.
+            return false;
+        };
+        let (mn, k) = (canonical.mn_extent(), canonical.k_extent());
+        let shape = format!("`{}` [{mn}, {k}]", op.name);
+        // The closure below cannot be `#[track_caller]`: take the author's location here.
+        let loc = SourceLoc::caller();
+        let mut ok = true;
+        let mut fail = |message: String| {
+            trace_error_at(format!("{instr}: {message}"), loc);
+            ok = false;
+        };
+        if op.format != format {
+            fail(format!(
+                "expects {role} with a {} descriptor, got {shape} with a {} descriptor \
+                 (`SmemOperand::new(.., DescFormat::{format:?})`)",
+                format.family(),
+                op.format.family()
+            ));
+        }
+        if canonical.elem_bytes() != 2 {
+            fail(format!(
+                "expects {role} of 16-bit elements (bf16 or f16), got {shape} of {}-byte elements",
+                canonical.elem_bytes()
+            ));
+        }
+        if canonical.major() != major {
+            fail(format!(
+                "expects {role} {major} (as the instruction descriptor says), got {shape} {}",
+                canonical.major()
+            ));
+        }
+        if self.whole {
+            if mn != rows {
+                let hint = if mn > rows {
+                    format!("; for {rows} rows of the taller tile use `.at_mn(first_row)`")
+                } else {
+                    String::new()
+                };
+                fail(format!(
+                    "expects {role} to be [{dim}, K] = [{rows}, K], got {shape}{hint}"
+                ));
+            }
+        } else if self.mn0 < 0 || self.mn0 + rows > mn {
+            fail(format!(
+                "expects {role} rows [{}, {}) ({dim} = {rows}) inside {shape}",
+                self.mn0,
+                self.mn0 + rows
+            ));
+        } else if let Err(e) = canonical.block_start(self.mn0, 0) {
+            fail(format!("{role} block: {e}"));
+        }
+        let steps = canonical.k_steps();
+        if !(0..steps).contains(&k_step) {
+            fail(format!(
+                "expects a K-step of {role} in 0..{steps} ({shape}: {} elements a step), got \
+                 K-step {k_step}",
+                canonical.mma_k()
+            ));
+        }
+        ok
+    }
+
+    /// The descriptor of this block at K-step `k_step` (after [`MnBlock::check`]).
+    #[track_caller]
+    pub(crate) fn desc(&self, k_step: i64) -> Val<u64> {
+        let op = self.operand;
+        let k0 = op.operand.as_ref().map_or(0, |c| k_step * c.mma_k());
+        match self.extra_bytes {
+            Some(extra) => op.block_plus(self.mn0, k0, extra),
+            None => op.block(self.mn0, k0),
+        }
     }
 }

@@ -189,13 +189,18 @@ impl Builder {
         })
     }
 
+    /// Records an error; the same message at the same place and stage is recorded once (a
+    /// mistake inside an unrolled loop would otherwise be reported once per iteration).
     pub(crate) fn error(&mut self, message: String, loc: SourceLoc) {
         let stage = self.stage.map(|s| self.stages[s.0 as usize].clone());
-        self.diagnostics.push(Diagnostic {
+        let diagnostic = Diagnostic {
             message,
             loc,
             stage,
-        });
+        };
+        if !self.diagnostics.contains(&diagnostic) {
+            self.diagnostics.push(diagnostic);
+        }
     }
 
     pub(crate) fn new_reg(&mut self, ty: Ty) -> Reg {

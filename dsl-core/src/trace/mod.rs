@@ -2,7 +2,7 @@
 //!
 //! Plain Rust values (integers, bools, the compile key, layouts) are compile-time constants
 //! and fold away; DSL values ([`Val`], [`Pred`]) are registers and become instructions. A
-//! trace runs on one thread at a time through a thread-local [`Builder`]; the `#[kernel]`
+//! trace runs on one thread at a time through a thread-local `Builder`; the `#[kernel]`
 //! macro wraps the body in [`trace_kernel`].
 
 mod builder;
@@ -86,6 +86,13 @@ pub fn comment(text: impl Into<String>) {
 #[track_caller]
 pub fn trace_error(message: impl Into<String>) {
     let loc = SourceLoc::caller();
+    let message = message.into();
+    with_builder(|b| b.error(message, loc));
+}
+
+/// Reports a trace-time error at `loc`: for code that found the caller's location earlier
+/// (a closure cannot be `#[track_caller]`).
+pub(crate) fn trace_error_at(message: impl Into<String>, loc: SourceLoc) {
     let message = message.into();
     with_builder(|b| b.error(message, loc));
 }

@@ -161,8 +161,9 @@ impl SmemTile {
             Ok(d) => d,
             Err(e) => {
                 crate::trace::trace_error(format!(
-                    "shared buffer `{}` ({}): a shift by ({d_row}, {d_col}) {e}",
-                    self.region.name, self.layout
+                    "shared buffer `{}`: no constant displacement for a step of ({d_row}, \
+                     {d_col}): {e}",
+                    self.region.name
                 ));
                 0
             }

@@ -1,8 +1,13 @@
 //! wgmma: `m64nNk16` bf16 x bf16 -> f32 with both operands in shared memory, accumulators
 //! in registers (n/2 f32 a thread, distributed over the 128 threads of a warpgroup).
+//!
+//! [`MmaF16Bf16Ss`] is the checked form of [`mma_async`], the same atom as
+//! `sm100::tcgen05::MmaF16Bf16Ss` for Hopper.
 
 use crate::arch::Accumulate;
+use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand};
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc, Ty, WgmmaOp};
+use crate::layout::{Major, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 use crate::trace::val::emit_effect;
 use crate::trace::{Carry, Val, trace_error, with_builder};
 
@@ -134,4 +139,250 @@ pub fn commit_group() {
 #[track_caller]
 pub fn wait_group(n: u32) {
     emit_effect(Op::Wgmma(WgmmaOp::WaitGroup { n }));
+}
+
+/// `SM90_64xNx16_F32BF16BF16_SS`: `wgmma.mma_async.m64nNk16.f32.bf16.bf16` with A and B in
+/// shared memory, as a checked atom: `acc[64, N] (+)= A[64, K] . B[N, K]^T`, 16 elements of K
+/// per instruction (one K-step), issued by the 128 threads of a warpgroup.
+///
+/// Like `sm100::tcgen05::MmaF16Bf16Ss`: built once from N and the operands' major-ness (the
+/// [`WgmmaInstr`] gives the transpose immediates), [`MmaF16Bf16Ss::mma`] checks each issue
+/// (A is 64 rows and B N rows, or blocks of taller tiles via `SmemOperand::at_mn`; both
+/// `DescFormat::Gmma` tiles of 16-bit elements with the instruction's major-ness; the
+/// K-step exists; the accumulator has N columns) and reports a mismatch as a trace error at
+/// the author's call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaF16Bf16Ss {
+    n: u32,
+    a_major: Major,
+    b_major: Major,
+    /// Absent when the shape is not one of the instruction's (reported at construction).
+    instr: Option<WgmmaInstr>,
+}
+
+impl MmaF16Bf16Ss {
+    /// M of every wgmma.
+    pub const M: u32 = 64;
+
+    /// `m64nNk16` bf16 x bf16 -> f32 with A stored `a_major` and B `b_major`; N not a
+    /// multiple of 8 in 8..=256 is a trace error here.
+    #[track_caller]
+    pub fn bf16(n: u32, a_major: Major, b_major: Major) -> Self {
+        let instr = WgmmaInstr::new(WgmmaInput::Bf16, WgmmaAccumulator::F32, n)
+            .and_then(|i| i.with_a_major(a_major))
+            .and_then(|i| i.with_b_major(b_major));
+        let instr = match instr {
+            Ok(i) => Some(i),
+            Err(e) => {
+                trace_error(format!("MmaF16Bf16Ss m64n{n}k16: {e}"));
+                None
+            }
+        };
+        MmaF16Bf16Ss {
+            n,
+            a_major,
+            b_major,
+            instr,
+        }
+    }
+
+    /// [`MmaF16Bf16Ss::bf16`] with the major-ness of `a` and `b`.
+    #[track_caller]
+    pub fn bf16_for(n: u32, a: &SmemOperand, b: &SmemOperand) -> Self {
+        let major = |op: &SmemOperand| op.operand().map_or(Major::K, |c| c.major());
+        Self::bf16(n, major(a), major(b))
+    }
+
+    pub fn m(&self) -> u32 {
+        Self::M
+    }
+
+    pub fn n(&self) -> u32 {
+        self.n
+    }
+
+    /// K of one instruction (one K-step): 16 elements.
+    pub fn k(&self) -> u32 {
+        16
+    }
+
+    /// The instruction's shape and modes (absent when the shape was refused).
+    pub fn instr(&self) -> Option<WgmmaInstr> {
+        self.instr
+    }
+
+    /// Issues K-step `k_step` into `acc` (N columns): `acc (+)= A . B^T`; `scale_d` false
+    /// overwrites the accumulator (the first K-step). Every thread of the warpgroup calls it;
+    /// completion is observed through [`commit_group`] and [`wait_group`].
+    #[track_caller]
+    pub fn mma<'a>(
+        &self,
+        acc: &Accumulator,
+        a: impl Into<MnBlock<'a>>,
+        b: impl Into<MnBlock<'a>>,
+        k_step: i64,
+        scale_d: impl Into<Accumulate>,
+    ) {
+        let (a, b) = (a.into(), b.into());
+        let name = format!("wgmma.mma_async m64n{}k16", self.n);
+        let a_ok = a.check(
+            &OperandExpectation {
+                instr: &name,
+                role: "A",
+                dim: "M",
+                rows: i64::from(Self::M),
+                major: self.a_major,
+                format: DescFormat::Gmma,
+            },
+            k_step,
+        );
+        let b_ok = b.check(
+            &OperandExpectation {
+                instr: &name,
+                role: "B",
+                dim: "N",
+                rows: i64::from(self.n),
+                major: self.b_major,
+                format: DescFormat::Gmma,
+            },
+            k_step,
+        );
+        let acc_ok = acc.n() == self.n;
+        if !acc_ok {
+            trace_error(format!(
+                "{name}: expects an accumulator of N = {} columns, got one of {} \
+                 (`Accumulator::zeros({})`)",
+                self.n,
+                acc.n(),
+                acc.n()
+            ));
+        }
+        let Some(instr) = self.instr else { return };
+        if a_ok && b_ok && acc_ok {
+            mma_async(
+                acc,
+                a.desc(k_step),
+                b.desc(k_step),
+                scale_d,
+                instr.imm_trans_a().unwrap_or(0) as u8,
+                instr.imm_trans_b().unwrap_or(0) as u8,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Target;
+    use crate::arch::thread::warp_id;
+    use crate::ir::{Kernel, Op};
+    use crate::layout::{Swizzle, canonical};
+    use crate::trace::{TraceError, smem_tile, threads, trace_kernel};
+
+    fn ops(k: &Kernel) -> Vec<Op> {
+        let mut out = Vec::new();
+        k.body.for_each_inst(&mut |i| out.push(i.op.clone()));
+        out
+    }
+
+    fn operand(name: &str, major: Major, mn: i64, k: i64) -> SmemOperand {
+        let layout = match major {
+            Major::K => canonical::k_major(Swizzle::B128, mn, k, 2),
+            Major::MN => canonical::mn_major(Swizzle::B128, mn, k, 2),
+        };
+        SmemOperand::new(&smem_tile(name, layout.unwrap()), major, DescFormat::Gmma)
+    }
+
+    fn trace(body: impl FnOnce()) -> Result<Kernel, TraceError> {
+        trace_kernel("atom", Target::Sm90a, || {
+            threads(256, 1, 1);
+            body()
+        })
+    }
+
+    /// The decode kernel's S = KV . Q^T on sm_90a: warpgroup g takes rows 64 g of the
+    /// [128, 512] KV tile through a runtime offset.
+    #[test]
+    fn atom_issues_what_the_hand_path_issues() {
+        let by_hand = trace(|| {
+            let kv = operand("kv", Major::K, 128, 512);
+            let q = operand("q", Major::K, 32, 512);
+            let rows = (warp_id() >> 2) * kv.block_offset(64, 0);
+            let acc = Accumulator::zeros(32);
+            fence();
+            for ks in 0..32 {
+                let a = kv.block_plus(0, 16 * ks, rows);
+                mma_async(&acc, a, q.k_step(ks), ks > 0, 0, 0);
+            }
+            commit_group();
+        })
+        .unwrap();
+        let by_atom = trace(|| {
+            let kv = operand("kv", Major::K, 128, 512);
+            let q = operand("q", Major::K, 32, 512);
+            let rows = (warp_id() >> 2) * kv.block_offset(64, 0);
+            let acc = Accumulator::zeros(32);
+            let atom = MmaF16Bf16Ss::bf16_for(32, &kv, &q);
+            fence();
+            for ks in 0..32 {
+                atom.mma(&acc, kv.at_mn(0).plus(rows), &q, ks, ks > 0);
+            }
+            commit_group();
+        })
+        .unwrap();
+        assert_eq!(ops(&by_atom), ops(&by_hand));
+    }
+
+    /// MN-major operands set the transpose immediates.
+    #[test]
+    fn mn_major_operands_transpose() {
+        let k = trace(|| {
+            let a = operand("kv_t", Major::MN, 512, 128);
+            let b = operand("p", Major::MN, 64, 128);
+            let acc = Accumulator::zeros(64);
+            let atom = MmaF16Bf16Ss::bf16_for(64, &a, &b);
+            atom.mma(&acc, a.at_mn(64), &b, 7, true);
+        })
+        .unwrap();
+        let mut transposes = Vec::new();
+        k.body.for_each_inst(&mut |i| {
+            if let Op::Wgmma(WgmmaOp::MmaAsync {
+                trans_a, trans_b, ..
+            }) = &i.op
+            {
+                transposes.push((*trans_a, *trans_b));
+            }
+        });
+        assert_eq!(transposes, [(1, 1)]);
+    }
+
+    #[test]
+    fn mismatches_are_reported_at_the_call() {
+        let mut line = 0;
+        let e = trace(|| {
+            let a = operand("kv", Major::K, 128, 512);
+            let b = operand("q", Major::K, 16, 512);
+            let acc = Accumulator::zeros(32);
+            let atom = MmaF16Bf16Ss::bf16(16, Major::K, Major::K);
+            line = line!() + 1;
+            atom.mma(&acc, &a, &b, 32, true);
+        })
+        .unwrap_err();
+        let messages: Vec<_> = e.diagnostics.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "wgmma.mma_async m64n16k16: expects A to be [M, K] = [64, K], got `kv` \
+                 [128, 512]; for 64 rows of the taller tile use `.at_mn(first_row)`",
+                "wgmma.mma_async m64n16k16: expects a K-step of A in 0..32 (`kv` [128, 512]: \
+                 16 elements a step), got K-step 32",
+                "wgmma.mma_async m64n16k16: expects a K-step of B in 0..32 (`q` [16, 512]: 16 \
+                 elements a step), got K-step 32",
+                "wgmma.mma_async m64n16k16: expects an accumulator of N = 16 columns, got one \
+                 of 32 (`Accumulator::zeros(32)`)",
+            ]
+        );
+        assert!(e.diagnostics.iter().all(|d| d.loc.line == line), "{e}");
+    }
 }
