@@ -37,6 +37,8 @@ pub enum Mma {
     Wgmma,
 }
 
+/// The bf16 instruction descriptor, or a trace error at the MMA stage that asked for it.
+#[track_caller]
 fn instr_desc(m: u32, n: u32, a: Major, b: Major) -> u32 {
     match UmmaInstrDesc::bf16(m, n) {
         Ok(d) => d.with_a_major(a).with_b_major(b).bits(),

@@ -43,14 +43,19 @@ fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
         .expect("an unswizzled layout composes")
 }
 
+/// A plan's layout, or a trace error at the allocation that asked for it.
+#[track_caller]
 fn checked(
     what: &str,
     layout: Result<ComposedLayout, dsl_core::layout::LayoutError>,
 ) -> ComposedLayout {
-    layout.unwrap_or_else(|e| {
-        trace_error(format!("{what} layout: {e}"));
-        plain(&[1], 4)
-    })
+    match layout {
+        Ok(layout) => layout,
+        Err(e) => {
+            trace_error(format!("{what} layout: {e}"));
+            plain(&[1], 4)
+        }
+    }
 }
 
 impl Buffers {
