@@ -170,7 +170,7 @@ fn each_bad_argument_has_its_own_message() {
             error(|a| a.softmax_scale = f32::NAN),
         ),
         (
-            "live heads must be 16 or 32, got 24",
+            "live heads must be 8, 16, 32, 64 or 128, got 24",
             error(|a| a.heads = 24),
         ),
         (
