@@ -90,7 +90,10 @@ fn store_words(at: dsl_core::arch::memory::Smem, words: &[Val<u32>]) {
     match words {
         [a, b] => store_vec(at, [*a, *b]),
         [a, b, c, d] => store_vec(at, [*a, *b, *c, *d]),
-        other => panic!("P rows of {} words: a head group is 16 or 32 heads", other.len()),
+        other => panic!(
+            "P rows of {} words: a head group is 16 or 32 heads",
+            other.len()
+        ),
     }
 }
 
