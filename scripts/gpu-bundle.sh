@@ -111,7 +111,10 @@ done
 if [ "$gpu_only" = 1 ]; then
     : >"$tmp/manifest.tsv"
     while IFS=$'\t' read -r name pkgdir kind; do
-        if LD_LIBRARY_PATH="$bundle/lib" "$bundle/bin/$name" --list 2>/dev/null | grep -q '^gpu_.*: test$'; then
+        # Listed whole before matching: grep -q would close the pipe early and, under
+        # pipefail, fail the binary with SIGPIPE.
+        tests="$(LD_LIBRARY_PATH="$bundle/lib" "$bundle/bin/$name" --list 2>/dev/null || true)"
+        if grep -q '^gpu_.*: test$' <<<"$tests"; then
             printf '%s\t%s\t%s\n' "$name" "$pkgdir" "$kind" >>"$tmp/manifest.tsv"
         else
             rm "$bundle/bin/$name"
