@@ -5,9 +5,9 @@
 #
 #   Build (here, in the repository):
 #       scripts/gpu-bundle.sh [--gpu-only]
-#   --gpu-only keeps only the test binaries that have GPU tests (named gpu_*) and leaves the
-#   examples out: a third of the size, for when the bundle and the source tree together
-#   are more than the machine takes in one go.
+#   --gpu-only keeps only the test binaries that have GPU tests (named gpu_*), and the
+#   examples: a third of the size, for when the bundle and the source tree together are
+#   more than the machine takes in one go.
 #   Run (on the GPU machine, from the repository root, with gpu-bundle/ copied there):
 #       gpu-bundle/run.sh [--sanitize memcheck|racecheck|synccheck|initcheck]
 #                         [--only NAME] [--allow-no-gpu] [TEST FILTER / HARNESS ARGS...]
@@ -123,7 +123,7 @@ if [ "$gpu_only" = 1 ]; then
     mv "$tmp/manifest.tsv" "$bundle/manifest.tsv"
 fi
 
-[ "$gpu_only" = 1 ] || while IFS=$'\t' read -r _pkg kind target _src exe _manifest; do
+while IFS=$'\t' read -r _pkg kind target _src exe _manifest; do
     [ "$kind" = example ] && strip --strip-debug -o "$bundle/examples/$target" "$exe"
 done < <(artifacts "$tmp/examples.json" false)
 
