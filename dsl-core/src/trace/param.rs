@@ -213,27 +213,7 @@ impl<E: Element, const R: usize> Tensor<E, R> {
     /// The global address of element 0.
     #[track_caller]
     pub fn base(&self) -> Gmem {
-        let loc = SourceLoc::caller();
-        let index = self.index;
-        let reg = with_builder(|b| {
-            b.entry_value(
-                EntryValue::GlobalAddress { index },
-                Ty::U64,
-                loc,
-                |b, dst| {
-                    let generic = b.new_reg(Ty::U64);
-                    vec![
-                        Op::Mem(MemOp::LdParam {
-                            dst: generic,
-                            param: index,
-                            offset: tensor_param::PTR,
-                        }),
-                        Op::Mem(MemOp::CvtaGlobal { dst, src: generic }),
-                    ]
-                },
-            )
-        });
-        Gmem::new(Val::from_reg(reg), 0)
+        global_address(self.index, tensor_param::PTR)
     }
 
     /// Bytes of one element.
