@@ -351,14 +351,7 @@ fn bind_params(kernel: &Kernel, mem: &Memory, args: &[Arg]) -> Result<Vec<Vec<u8
                 }
                 let mut bytes = vec![0u8; p.kind.bytes()];
                 let addr = mem.address(t.buffer) + t.byte_offset;
-                let at = tensor_param::PTR as usize;
-                bytes[at..at + 8].copy_from_slice(&addr.to_le_bytes());
-                for d in 0..rank {
-                    let e = tensor_param::extent(d) as usize;
-                    bytes[e..e + 8].copy_from_slice(&t.extents[d].to_le_bytes());
-                    let s = tensor_param::stride(rank, d) as usize;
-                    bytes[s..s + 8].copy_from_slice(&t.strides[d].to_le_bytes());
-                }
+                tensor_param::write(&mut bytes, addr, &t.extents[..rank], &t.strides[..rank]);
                 bytes
             }
             (ParamKind::Tensor { elem, rank }, _) => {

@@ -1,6 +1,6 @@
 //! Loads and stores: parameters, global, shared (CTA and cluster), and the shared-memory base.
 
-use super::{Operand, Reg, Requirement, Ty, visit_operand};
+use super::{Operand, Reg, Requirement, visit_operand};
 
 /// State space of an access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,14 +38,6 @@ impl AccessTy {
             AccessTy::U16 => 2,
             AccessTy::B32 => 4,
             AccessTy::B64 => 8,
-        }
-    }
-
-    /// The register type that holds one element.
-    pub fn reg_ty(self) -> Ty {
-        match self {
-            AccessTy::U8 | AccessTy::U16 | AccessTy::B32 => Ty::U32,
-            AccessTy::B64 => Ty::U64,
         }
     }
 

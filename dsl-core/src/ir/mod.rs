@@ -189,17 +189,6 @@ impl Op {
         out
     }
 
-    /// Registers this op reads.
-    pub fn uses(&self) -> Vec<Reg> {
-        let mut out = Vec::new();
-        self.visit_regs(&mut |r, is_def| {
-            if !is_def {
-                out.push(r)
-            }
-        });
-        out
-    }
-
     /// Calls `f(reg, is_def)` for every register operand: uses first, then definitions.
     pub fn visit_regs(&self, f: &mut dyn FnMut(Reg, bool)) {
         match self {
@@ -425,6 +414,20 @@ pub mod tensor_param {
     }
     pub fn stride(rank: usize, dim: usize) -> u32 {
         8 + 8 * rank as u32 + 8 * dim as u32
+    }
+
+    /// Packs a tensor parameter into `out` (at least `8 + 16 * rank` bytes), little-endian,
+    /// as the kernel reads it: the address, then the extents, then the strides.
+    pub fn write(out: &mut [u8], ptr: u64, extents: &[i64], strides: &[i64]) {
+        let rank = extents.len();
+        let mut put = |offset: u32, bytes: [u8; 8]| {
+            out[offset as usize..][..8].copy_from_slice(&bytes);
+        };
+        put(PTR, ptr.to_le_bytes());
+        for d in 0..rank {
+            put(extent(d), extents[d].to_le_bytes());
+            put(stride(rank, d), strides[d].to_le_bytes());
+        }
     }
 }
 

@@ -83,17 +83,7 @@ impl KernelArg {
             KernelArg::U64(v) => out.copy_from_slice(&v.to_le_bytes()),
             KernelArg::I64(v) => out.copy_from_slice(&v.to_le_bytes()),
             KernelArg::F32(v) => out.copy_from_slice(&v.to_le_bytes()),
-            KernelArg::Tensor(t) => {
-                let rank = t.rank as usize;
-                let at = |o: u32| o as usize;
-                out[at(tensor_param::PTR)..][..8].copy_from_slice(&t.ptr.to_le_bytes());
-                for d in 0..rank {
-                    out[at(tensor_param::extent(d))..][..8]
-                        .copy_from_slice(&t.extents[d].to_le_bytes());
-                    out[at(tensor_param::stride(rank, d))..][..8]
-                        .copy_from_slice(&t.strides[d].to_le_bytes());
-                }
-            }
+            KernelArg::Tensor(t) => tensor_param::write(out, t.ptr, t.extents(), t.strides()),
         }
     }
 }

@@ -281,7 +281,7 @@ impl<'k> Printer<'k> {
         self.out.push('\n');
     }
 
-    fn label(&mut self, name: &str) {
+    pub(super) fn label(&mut self, name: &str) {
         let _ = writeln!(self.out, "{name}:");
     }
 
@@ -315,7 +315,8 @@ impl<'k> Printer<'k> {
     }
 }
 
-fn param_ty(ty: Ty) -> &'static str {
+/// The type a scalar parameter is declared and loaded as.
+pub(super) fn param_ty(ty: Ty) -> &'static str {
     match ty {
         Ty::Pred | Ty::B16 => "u16",
         Ty::B32 | Ty::U32 => "u32",

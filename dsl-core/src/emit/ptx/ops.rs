@@ -325,8 +325,7 @@ fn guard(p: &Printer, pred: &Option<crate::ir::Reg>) -> String {
     pred.map(|r| format!("@{} ", p.reg(r))).unwrap_or_default()
 }
 
-fn regs_list(p: &Printer, regs: &[String]) -> String {
-    let _ = p;
+fn regs_list(regs: &[String]) -> String {
     if regs.len() == 1 {
         regs[0].clone()
     } else {
@@ -344,7 +343,7 @@ fn mem(p: &mut Printer, op: &MemOp) {
             } else {
                 format!("[{name}+{offset}]")
             };
-            format!("ld.param.{} {}, {place};", param_ty_name(ty), p.reg(*dst))
+            format!("ld.param.{} {}, {place};", super::param_ty(ty), p.reg(*dst))
         }
         MemOp::CvtaGlobal { dst, src } => {
             format!("cvta.to.global.u64 {}, {};", p.reg(*dst), p.reg(*src))
@@ -371,7 +370,7 @@ fn mem(p: &mut Printer, op: &MemOp) {
                 space(*s),
                 vector(dst.len()),
                 access_ty(*ty, p.reg_ty(dst[0])),
-                regs_list(p, &regs),
+                regs_list(&regs),
                 address(p, addr, *offset)
             )
         }
@@ -400,7 +399,7 @@ fn mem(p: &mut Printer, op: &MemOp) {
                 vector(src.len()),
                 access_ty(*ty, reg_ty),
                 address(p, addr, *offset),
-                regs_list(p, &vals)
+                regs_list(&vals)
             )
         }
     };
@@ -412,17 +411,6 @@ fn access_ty(ty: AccessTy, reg_ty: Ty) -> &'static str {
     match (ty, reg_ty) {
         (AccessTy::B32, Ty::F32) => "f32",
         (t, _) => t.ptx(),
-    }
-}
-
-fn param_ty_name(ty: Ty) -> &'static str {
-    match ty {
-        Ty::Pred | Ty::B16 => "u16",
-        Ty::B32 | Ty::U32 => "u32",
-        Ty::S32 => "s32",
-        Ty::U64 => "u64",
-        Ty::S64 => "s64",
-        Ty::F32 => "f32",
     }
 }
 
@@ -509,7 +497,7 @@ fn mbarrier(p: &mut Printer, op: &MbarrierOp) {
             let parity = p.operand(*parity, Ty::U32);
             p.line("{");
             p.line("    .reg .pred %ready;");
-            p.out.push_str(&format!("{label}:\n"));
+            p.label(&label);
             p.line(&format!(
                 "    mbarrier.try_wait.parity.shared::cta.b64 %ready, {bar}, {parity};"
             ));
