@@ -14,8 +14,9 @@ const M32: u64 = 0xffff_ffff;
 /// unspecified NaN"; the hardware writes this canonical one and drops payloads).
 pub(crate) const CANONICAL_NAN: u32 = 0x7fff_ffff;
 
+/// Register `s`'s 32 lanes, copied out.
 #[inline(always)]
-fn lanes(r: &[u64], s: u32) -> [u64; 32] {
+pub(crate) fn lanes(r: &[u64], s: u32) -> [u64; 32] {
     let s = s as usize * 32;
     r[s..s + 32].try_into().expect("32 lanes")
 }
@@ -259,26 +260,11 @@ pub(crate) fn ex2_approx_ftz(x: f32) -> f32 {
 }
 
 /// `fma.rn.f32`: a * b + c with a single rounding. The product of two f32 is exact in f64;
-/// the sum is formed in f64 rounded to odd (TwoSum gives the error term), which makes the
-/// final rounding to f32 a correct single rounding (53 >= 24 + 2 bits).
+/// the sum is formed in f64 rounded to odd, which makes the final rounding to f32 a correct
+/// single rounding (53 >= 24 + 2 bits). Infinities and NaNs come only from the inputs (f32
+/// products cannot overflow f64), and an exact zero has its IEEE sign already.
 pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
-    let p = a as f64 * b as f64;
-    let c = c as f64;
-    let s = p + c;
-    if !s.is_finite() || s == 0.0 {
-        // Infinities and NaNs come only from the inputs (f32 products cannot overflow f64),
-        // and an exact zero has its IEEE sign already.
-        return s as f32;
-    }
-    let v = s - p;
-    let err = (p - (s - v)) + (c - v);
-    let odd = if err != 0.0 && s.to_bits() & 1 == 0 {
-        let up = (err > 0.0) == (s > 0.0);
-        f64::from_bits(if up { s.to_bits() + 1 } else { s.to_bits() - 1 })
-    } else {
-        s
-    };
-    odd as f32
+    super::cvt::add_round_to_odd(a as f64 * b as f64, c as f64) as f32
 }
 
 /// `min.f32` (PTX §9.7.3.11, `min_num`): a NaN operand loses to a number, two NaNs give
@@ -451,18 +437,22 @@ fn step_f32(x: f32, up: bool) -> f32 {
     f32::from_bits(if (x > 0.0) == up { b + 1 } else { b - 1 })
 }
 
+/// `x` rounded to an integral value in the direction of `rnd`.
+fn round_integral(x: f32, rnd: Rounding) -> f32 {
+    match rnd {
+        Rounding::Nearest => x.round_ties_even(),
+        Rounding::Zero => x.trunc(),
+        Rounding::Down => x.floor(),
+        Rounding::Up => x.ceil(),
+    }
+}
+
 /// `cvt` between integer and f32 types (PTX §9.7.9.21).
 pub(crate) fn convert(from: Num, to: Num, rnd: Rounding, v: u64) -> u64 {
     match (from, to) {
         (Num::F32, Num::F32) => {
             // Same-size float-to-float with an integer rounding: round to an integral value.
-            let x = f32_of(v);
-            f32_bits(match rnd {
-                Rounding::Nearest => x.round_ties_even(),
-                Rounding::Zero => x.trunc(),
-                Rounding::Down => x.floor(),
-                Rounding::Up => x.ceil(),
-            })
+            f32_bits(round_integral(f32_of(v), rnd))
         }
         (Num::F32, _) => {
             let x = f32_of(v);
@@ -471,12 +461,7 @@ pub(crate) fn convert(from: Num, to: Num, rnd: Rounding, v: u64) -> u64 {
             if x.is_nan() {
                 return if to.is_64() { 1 << 63 } else { 0 };
             }
-            let x = match rnd {
-                Rounding::Nearest => x.round_ties_even(),
-                Rounding::Zero => x.trunc(),
-                Rounding::Down => x.floor(),
-                Rounding::Up => x.ceil(),
-            };
+            let x = round_integral(x, rnd);
             match to {
                 Num::U16 => x.clamp(0.0, 65535.0) as u64,
                 Num::U32 => x as u32 as u64,

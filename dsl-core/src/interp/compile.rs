@@ -25,6 +25,19 @@ pub(crate) type Slot = u32;
 /// "No register" (an absent predicate or operand).
 pub(crate) const NONE: Slot = u32::MAX;
 
+/// A `wgmma.mma_async`: accumulator slots are `lists[list..list + n / 2]`; `a`, `b` hold
+/// the descriptors and `scale` scale-d; `ta`, `tb` are the transpose immediates.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WgMmaIns {
+    pub(crate) n: u32,
+    pub(crate) list: u32,
+    pub(crate) a: Slot,
+    pub(crate) b: Slot,
+    pub(crate) scale: Slot,
+    pub(crate) ta: u8,
+    pub(crate) tb: u8,
+}
+
 /// One compiled op. Control flow is structured: `If`/`Else`/`EndIf` and
 /// `LoopBegin`/`LoopTest`/`LoopEnd` carry each other's positions for the SIMT stack.
 #[derive(Clone, Debug)]
@@ -190,16 +203,7 @@ pub(crate) enum Ins {
     },
     TcWaitLd,
     WgFence,
-    /// Accumulator slots are `lists[list..list + n / 2]`.
-    WgMma {
-        n: u32,
-        list: u32,
-        a: Slot,
-        b: Slot,
-        scale: Slot,
-        ta: u8,
-        tb: u8,
-    },
+    WgMma(WgMmaIns),
     WgCommit,
     WgWait {
         n: u32,
@@ -823,7 +827,7 @@ impl Compiler<'_> {
                     if *trans_a > 1 || *trans_b > 1 {
                         return Err(self.err(inst, "transpose flags are 0 or 1".into()));
                     }
-                    Ins::WgMma {
+                    Ins::WgMma(WgMmaIns {
                         n: *n,
                         list: self.list(acc),
                         a: self.opnd(a_desc),
@@ -831,7 +835,7 @@ impl Compiler<'_> {
                         scale: self.opnd(scale_d),
                         ta: *trans_a,
                         tb: *trans_b,
-                    }
+                    })
                 }
                 WgmmaOp::CommitGroup => Ins::WgCommit,
                 WgmmaOp::WaitGroup { n } => Ins::WgWait { n: *n },

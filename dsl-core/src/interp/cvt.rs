@@ -65,11 +65,7 @@ fn round_to_format(x: f64, mant: u32, bias: i32, emax: i32) -> (bool, u64) {
 
 /// f32 -> bf16, round to nearest even (`cvt.rn.bf16x2.f32` per half); NaN -> canonical NaN.
 pub(crate) fn f32_to_bf16(x: f32) -> u16 {
-    if x.is_nan() {
-        return BF16_NAN;
-    }
-    let (s, mag) = round_to_format(x as f64, 7, 127, 127);
-    (s as u16) << 15 | mag as u16
+    f64_to_bf16(x as f64)
 }
 
 /// An f64 (exact, or rounded to odd with >= 10 bits to spare) -> bf16, RNE, NaN canonical.
@@ -190,9 +186,9 @@ pub(crate) fn ue8m0_to_bf16(e: u8) -> u16 {
     }
 }
 
-/// Rounds the exact f64 sum `p + c` to odd (see `alu::fma_f32`), so that one more rounding
-/// to a format of <= 51 bits is a correct single rounding of the exact sum.
-fn add_round_to_odd(p: f64, c: f64) -> f64 {
+/// Rounds the exact f64 sum `p + c` to odd (TwoSum gives the error term), so that one more
+/// rounding to a format of <= 51 bits is a correct single rounding of the exact sum.
+pub(crate) fn add_round_to_odd(p: f64, c: f64) -> f64 {
     let s = p + c;
     if !s.is_finite() || s == 0.0 {
         return s;

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use super::alu::{self, FULL};
+use super::alu::{self, Bin, FULL};
 use super::compile::{Ins, NONE, Program, Slot};
 use super::cvt;
 use super::debug::{Snapshot, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceEntry};
@@ -35,7 +35,7 @@ impl Config {
             message,
         };
         let block = k.launch.threads;
-        let nthreads: u32 = block.iter().product();
+        let nthreads = k.threads_per_cta();
         if nthreads == 0 || nthreads > 1024 {
             return Err(err(format!("{nthreads} threads per CTA (1..=1024)")));
         }
@@ -167,6 +167,16 @@ struct Bar {
     generation: u64,
 }
 
+impl Bar {
+    /// Completes the barrier once every one of the CTA's `live` threads has arrived.
+    fn complete_if_all_arrived(&mut self, live: u32) {
+        if self.arrived > 0 && self.arrived >= live {
+            self.arrived = 0;
+            self.generation += 1;
+        }
+    }
+}
+
 /// An mbarrier object's state (PTX §9.7.13.15.2): expected count, pending arrivals,
 /// transaction count and the number of completed phases.
 #[derive(Clone, Copy, Debug)]
@@ -212,7 +222,6 @@ pub(crate) struct Cta {
     pub(crate) mbars: HashMap<u32, Mbar>,
     bars: [Bar; 16],
     live_threads: u32,
-    live_warps: u32,
     pub(crate) groups: Vec<Rendezvous>,
     pub(crate) proxy: Option<Proxy>,
 }
@@ -426,7 +435,6 @@ impl<'a> Machine<'a> {
                 mbars: HashMap::new(),
                 bars: [Bar::default(); 16],
                 live_threads: cfg.nthreads,
-                live_warps: cfg.nwarps,
                 groups: vec![Rendezvous::default(); cfg.nwarps.div_ceil(4) as usize],
                 proxy: self.opts.async_proxy_check.then(|| Proxy {
                     writer: vec![0; smem_len],
@@ -568,7 +576,7 @@ impl<'a> Machine<'a> {
                     ""
                 }
             ),
-            Ins::WgMma { .. } => {
+            Ins::WgMma(_) => {
                 let g = &cta.groups[(w.id / 4) as usize];
                 let missing: Vec<String> = (0..4)
                     .filter(|i| g.arrived >> i & 1 == 0)
@@ -625,7 +633,10 @@ impl<'a> Machine<'a> {
                             None,
                             format!(
                                 "{} by zero (dividend {:#x}); PTX leaves the result unspecified",
-                                if matches!(prog.meta[pc].op, "rem") {
+                                if matches!(
+                                    op,
+                                    Bin::RemS32 | Bin::RemU32 | Bin::RemS64 | Bin::RemU64
+                                ) {
                                     "remainder"
                                 } else {
                                     "division"
@@ -723,10 +734,10 @@ impl<'a> Machine<'a> {
                 }
                 Ins::Shfl { mode, d, a, b, c } => {
                     self.require_full_warp(w, "shfl.sync with member mask 0xffffffff")?;
-                    let (src, bv) = (lanes_arr(&w.regs, *a), lanes_arr(&w.regs, *b));
+                    let (src, bv) = (alu::lanes(&w.regs, *a), alu::lanes(&w.regs, *b));
                     let (cval, seg) = (c & 0x1f, (c >> 8) & 0x1f);
                     let base = *d as usize * 32;
-                    let mut out = lanes_arr(&w.regs, *d);
+                    let mut out = alu::lanes(&w.regs, *d);
                     for lane in 0..32u32 {
                         // PTX §9.7.9.6: segment bounds from c, source lane per mode.
                         let bval = (bv[lane as usize] as u32) & 0x1f;
@@ -786,9 +797,8 @@ impl<'a> Machine<'a> {
                     }
                 }
                 Ins::ProxyFence => {
-                    let base = w.cta * self.cfg.nthreads as usize + w.id as usize * 32;
                     for l in lanes_of(m) {
-                        cl.fences[base + l] += 1;
+                        cl.fences[self.cluster_thread(w, l)] += 1;
                     }
                 }
                 Ins::Nop => {}
@@ -907,8 +917,8 @@ impl<'a> Machine<'a> {
                     }
                 }
                 Ins::WgFence => self.require_full_warp(w, "wgmma.fence.sync.aligned")?,
-                Ins::WgMma { .. } => {
-                    if let Flow::Block = self.wg_mma(cl, w, &mut progressed)? {
+                Ins::WgMma(op) => {
+                    if let Flow::Block = self.wg_mma(cl, w, *op, &mut progressed)? {
                         return Ok(progressed);
                     }
                 }
@@ -1052,7 +1062,7 @@ impl<'a> Machine<'a> {
         let (at, nuse, ndef) = (meta.use_at as usize, meta.nuse as usize, meta.ndef as usize);
         // wgmma reads its own in-flight accumulators (a chain of MMAs into one accumulator
         // needs no wait in between) and re-runs while its warpgroup gathers.
-        if matches!(self.prog.code[pc], Ins::WgMma { .. }) {
+        if matches!(self.prog.code[pc], Ins::WgMma(_)) {
             return Ok(());
         }
         {
@@ -1243,15 +1253,20 @@ impl<'a> Machine<'a> {
             } else {
                 completed.saturating_sub(1)
             };
-            let t = (w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + l) as u32;
+            let t = self.cluster_thread(w, l) as u32;
             let e = cl.observed.entry((t, w.cta as u32, off)).or_insert(0);
             *e = (*e).max(seen);
         }
     }
 
+    /// A thread's index in its cluster: CTA-major, then warp, then lane.
+    pub(crate) fn cluster_thread(&self, w: &Warp, lane: usize) -> usize {
+        w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane
+    }
+
     /// A thread's barrier arrival makes its proxy fences count for MMAs issued after it.
     pub(crate) fn publish(&self, cl: &mut Cluster, w: &Warp, lane: usize) {
-        let t = w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane;
+        let t = self.cluster_thread(w, lane);
         cl.published[t] = cl.fences[t];
     }
 
@@ -1312,10 +1327,7 @@ impl<'a> Machine<'a> {
             bar.arrived += w.full.count_ones();
             w.bar_wait = Some((id, bar.generation));
             *progressed = true;
-            if bar.arrived >= cta.live_threads {
-                bar.arrived = 0;
-                bar.generation += 1;
-            }
+            bar.complete_if_all_arrived(cta.live_threads);
         }
         let (id, generation) = w.bar_wait.expect("arrived");
         if cl.ctas[w.cta].bars[id].generation > generation {
@@ -1337,15 +1349,11 @@ impl<'a> Machine<'a> {
         w.exited = true;
         let cta = &mut cl.ctas[w.cta];
         cta.live_threads -= w.full.count_ones();
-        cta.live_warps -= 1;
         // Barriers count live threads only: an exit can complete one.
         for bar in cta.bars.iter_mut() {
-            if bar.arrived > 0 && bar.arrived >= cta.live_threads {
-                bar.arrived = 0;
-                bar.generation += 1;
-            }
+            bar.complete_if_all_arrived(cta.live_threads);
         }
-        if cta.live_warps == 0
+        if cta.live_threads == 0
             && let Some(a) = cta.tmem.allocs.first()
         {
             let msg = format!(
@@ -1752,7 +1760,7 @@ impl<'a> Machine<'a> {
         off: usize,
         len: usize,
     ) -> Result<(), InterpError> {
-        let t = w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane;
+        let t = self.cluster_thread(w, lane);
         let epoch = cl.fences[t];
         let Some(proxy) = cl.ctas[c].proxy.as_mut() else {
             return Ok(());
@@ -1868,10 +1876,4 @@ fn effective(space: Space, base: u64, offset: i32) -> u64 {
         Space::Global => base.wrapping_add(offset as i64 as u64),
         Space::Shared | Space::SharedCluster => (base as u32).wrapping_add(offset as u32) as u64,
     }
-}
-
-#[inline]
-fn lanes_arr(r: &[u64], s: Slot) -> [u64; 32] {
-    let s = s as usize * 32;
-    r[s..s + 32].try_into().expect("32 lanes")
 }

@@ -3,7 +3,7 @@
 //! mbarrier, and `32x32b` loads. MMAs execute when issued; their asynchrony is checked
 //! through the async-proxy bookkeeping instead (see the module docs of `interp`).
 
-use super::compile::{Ins, Slot};
+use super::compile::Slot;
 use super::desc::{self, Elem, InstrDesc, Major, SmemDesc, Swizzle};
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Flight, Flow, Machine, Warp, fault, lanes_of, reg};
@@ -324,7 +324,7 @@ impl Machine<'_> {
                 ),
             ));
         }
-        let issuer = w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + l;
+        let issuer = self.cluster_thread(w, l);
         let mut chunks = Vec::new();
         let av = self.load_operand(
             cl,
@@ -531,10 +531,5 @@ impl Machine<'_> {
             w.tc_pending.push(s);
         }
         Ok(())
-    }
-
-    /// Which op the warp is at, for code that needs its operands.
-    pub(crate) fn current(&self, w: &Warp) -> &Ins {
-        &self.prog.code[w.pc as usize]
     }
 }

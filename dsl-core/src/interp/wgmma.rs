@@ -2,7 +2,7 @@
 //! collective over the four warps of a warpgroup, which meet at the op; the last to arrive
 //! runs it for all four. Accumulators count as pending until `wgmma.wait_group`.
 
-use super::compile::Ins;
+use super::compile::WgMmaIns;
 use super::desc::{self, Elem, Major};
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Flow, Machine, Warp, fault, reg};
@@ -13,6 +13,7 @@ impl Machine<'_> {
         &mut self,
         cl: &mut Cluster,
         w: &mut Warp,
+        op: WgMmaIns,
         progressed: &mut bool,
     ) -> Result<Flow, InterpError> {
         let g = (w.id / 4) as usize;
@@ -55,7 +56,7 @@ impl Machine<'_> {
             w.wg_wait = Some(rv.generation);
             *progressed = true;
             if rv.arrived == 0xf {
-                self.wg_execute(cl, w, g)?;
+                self.wg_execute(cl, w, g, op)?;
                 let rv = &mut cl.ctas[w.cta].groups[g];
                 rv.arrived = 0;
                 rv.generation += 1;
@@ -72,8 +73,14 @@ impl Machine<'_> {
 
     /// Runs the MMA for the four warps of warpgroup `g` (`w` is one of them, taken out of
     /// the cluster's warp list while it runs).
-    fn wg_execute(&mut self, cl: &mut Cluster, w: &mut Warp, g: usize) -> Result<(), InterpError> {
-        let Ins::WgMma {
+    fn wg_execute(
+        &mut self,
+        cl: &mut Cluster,
+        w: &mut Warp,
+        g: usize,
+        op: WgMmaIns,
+    ) -> Result<(), InterpError> {
+        let WgMmaIns {
             n,
             list,
             a,
@@ -81,10 +88,7 @@ impl Machine<'_> {
             scale,
             ta,
             tb,
-        } = *self.current(w)
-        else {
-            unreachable!("wg_execute runs at a wgmma.mma_async");
-        };
+        } = op;
         let first = w.cta * self.cfg.nwarps as usize + 4 * g;
         let own = w.id as usize % 4;
         // Descriptors and scale-d are per thread but must agree across the warpgroup.
@@ -138,7 +142,7 @@ impl Machine<'_> {
         let b_desc =
             desc::decode_sm90(bd).map_err(|e| bad(format!("B descriptor {bd:#018x}: {e}")))?;
         let major = |t: u8| if t == 1 { Major::Mn } else { Major::K };
-        let issuer = w.cta * self.cfg.nthreads as usize + w.id as usize * 32;
+        let issuer = self.cluster_thread(w, 0);
         let mut chunks = Vec::new();
         let av = self.load_operand(
             cl,
