@@ -19,6 +19,14 @@ pub struct Effects {
     pub escapes: bool,
 }
 
+impl Effects {
+    /// Whether the construct can only be compile-time: it leaves its block early or
+    /// assigns through a dereference, neither of which a traced region can carry.
+    pub fn must_be_compile_time(&self) -> bool {
+        self.escapes || self.assigns_through_deref
+    }
+}
+
 /// Looks at the parts of one construct (its condition, blocks, `else`), with `bound` the
 /// names the construct itself binds (e.g. a `for` pattern), which are not outer variables.
 pub fn effects(parts: &[Part<'_>], bound: &[String]) -> Effects {

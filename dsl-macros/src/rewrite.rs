@@ -41,13 +41,12 @@ impl Rewriter {
     }
 }
 
-/// `(a, b,)` and `&["a", "b"]` for a list of carried variables.
+/// `(a, b,)`, `(mut a, mut b,)` and `&["a", "b"]` for a list of carried variables.
 fn carried(names: &[String], span: Span) -> (TokenStream, TokenStream, TokenStream) {
     let idents: Vec<Ident> = names.iter().map(|n| Ident::new(n, span)).collect();
     let tuple = quote!((#(#idents,)*));
     let mut_tuple = quote!((#(mut #idents,)*));
     let strs = quote!(&[#(#names),*]);
-    let _ = &mut_tuple;
     (tuple, mut_tuple, strs)
 }
 
@@ -79,7 +78,7 @@ impl Rewriter {
             .map(|(_, e)| quote!(#e))
             .unwrap_or_else(|| quote!({}));
         let span = i.if_token.span();
-        if fx.escapes || fx.assigns_through_deref {
+        if fx.must_be_compile_time() {
             let at_cond = self.control_at(cond.span());
             return Some(syn::parse_quote_spanned! {span=>
                 if #at_cond::StaticCond::value(#cond) #then_branch else #else_branch
@@ -115,7 +114,7 @@ impl Rewriter {
         let cond = &w.cond;
         let body = &w.body;
         let span = w.while_token.span();
-        if fx.escapes || fx.assigns_through_deref || w.label.is_some() {
+        if fx.must_be_compile_time() || w.label.is_some() {
             let label = &w.label;
             let at_cond = self.control_at(cond.span());
             return Some(syn::parse_quote_spanned! {span=>
@@ -154,7 +153,7 @@ impl Rewriter {
         let iter = &f.expr;
         let body = &f.body;
         let span = f.for_token.span();
-        if fx.escapes || fx.assigns_through_deref || f.label.is_some() {
+        if fx.must_be_compile_time() || f.label.is_some() {
             let label = &f.label;
             let at_iter = self.control_at(iter.span());
             return Some(syn::parse_quote_spanned! {span=>

@@ -7,8 +7,8 @@
 //! interpreter and compare them.
 
 use crate::Target;
-use crate::ir::{AluOp, Bf16x2Arith, CvtOp, Op, Operand, Ty};
-use crate::trace::val::emit;
+use crate::ir::{AluOp, Bf16x2Arith, CvtOp, Op, Operand, Rounding, Ty};
+use crate::trace::val::{convert, emit};
 use crate::trace::{Bf16x2, IntoVal, Val, current_target};
 
 /// Which implementation of a conversion to trace.
@@ -148,29 +148,18 @@ pub fn ue8m0_round_up_with(x: Val<f32>, path: CvtPath) -> Val<u32> {
 /// Zero-extends a b16 register (`cvt.u32.u16`).
 #[track_caller]
 fn b16_to_u32(h: crate::ir::Reg) -> Val<u32> {
-    Val::from_reg(emit(Ty::U32, |dst| {
-        Op::Alu(AluOp::Convert {
-            dst_ty: Ty::U32,
-            src_ty: Ty::B16,
-            rounding: crate::ir::Rounding::Nearest,
-            dst,
-            src: Operand::Reg(h),
-        })
-    }))
+    Val::from_reg(convert(
+        Ty::U32,
+        Ty::B16,
+        Rounding::Nearest,
+        Operand::Reg(h),
+    ))
 }
 
 /// The low 16 bits of a word in a b16 register (`cvt.u16.u32`).
 #[track_caller]
 fn u32_to_b16(w: Val<u32>) -> crate::ir::Reg {
-    emit(Ty::B16, |dst| {
-        Op::Alu(AluOp::Convert {
-            dst_ty: Ty::B16,
-            src_ty: Ty::U32,
-            rounding: crate::ir::Rounding::Nearest,
-            dst,
-            src: Operand::Reg(w.reg()),
-        })
-    })
+    convert(Ty::B16, Ty::U32, Rounding::Nearest, Operand::Reg(w.reg()))
 }
 
 /// 2^(e-127) as f32 for a ue8m0 byte `e` (e = 0 is the subnormal 2^-127, 255 is NaN).

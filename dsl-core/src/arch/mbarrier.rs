@@ -5,7 +5,7 @@ use crate::ir::{FenceKind, MbarrierOp, Op, SyncOp};
 use crate::trace::IntoVal;
 use crate::trace::val::emit_effect;
 
-use super::memory::{Address, Dsmem, Smem};
+use super::memory::{Dsmem, Smem};
 
 /// A handle on an mbarrier object in this CTA's shared memory.
 #[derive(Clone, Copy, Debug)]
@@ -81,12 +81,7 @@ impl Mbarrier {
     #[track_caller]
     pub fn arrive_in_cta(self, rank: impl IntoVal<u32>) {
         let remote: Dsmem = self.addr.in_cta(rank);
-        let (base, offset) = remote.parts();
-        let bar = if offset == 0 {
-            base
-        } else {
-            crate::ir::Operand::Reg(remote.value().reg())
-        };
+        let bar = crate::ir::Operand::Reg(remote.value().reg());
         emit_effect(Op::Mbarrier(MbarrierOp::ArriveCluster { bar }));
     }
 }

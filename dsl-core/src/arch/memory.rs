@@ -6,7 +6,7 @@
 
 use std::ops::Add;
 
-use crate::ir::{AccessTy, AluOp, CacheHint, MemOp, Op, Operand, SourceLoc, Space, Ty};
+use crate::ir::{AccessTy, AluOp, CacheHint, MemOp, Op, Operand, Reg, SourceLoc, Space, Ty};
 use crate::trace::val::{emit, emit_effect};
 use crate::trace::{Carry, IntoVal, Pred, Scalar, Val, with_builder};
 
@@ -178,16 +178,38 @@ pub fn load_with<T: Word, const N: usize, A: Address>(
     pred: Option<(Pred, [Operand; N])>,
 ) -> [Val<T>; N] {
     check_vector(N);
-    let loc = SourceLoc::caller();
-    let (base, offset) = addr.parts();
-    let offset = offset_i32(offset);
     let cache = if opts.nc && A::SPACE == Space::Global {
         CacheHint::NonCoherent
     } else {
         CacheHint::Default
     };
-    let regs = with_builder(|b| {
-        let dst: Vec<_> = (0..N).map(|_| b.new_reg(T::TY)).collect();
+    let regs = emit_load(
+        addr,
+        T::ACCESS,
+        T::TY,
+        N,
+        cache,
+        pred.map(|(p, d)| (p, d.to_vec())),
+    );
+    std::array::from_fn(|i| Val::from_reg(regs[i]))
+}
+
+/// The `ld` of every load: `n` registers of `reg_ty`, each first set to its default where a
+/// predicate may skip the access.
+#[track_caller]
+fn emit_load<A: Address>(
+    addr: A,
+    access: AccessTy,
+    reg_ty: Ty,
+    n: usize,
+    cache: CacheHint,
+    pred: Option<(Pred, Vec<Operand>)>,
+) -> Vec<Reg> {
+    let loc = SourceLoc::caller();
+    let (base, offset) = addr.parts();
+    let offset = offset_i32(offset);
+    with_builder(|b| {
+        let dst: Vec<_> = (0..n).map(|_| b.new_reg(reg_ty)).collect();
         if let Some((_, defaults)) = &pred {
             for (d, v) in dst.iter().zip(defaults) {
                 b.push(Op::Alu(AluOp::Mov { dst: *d, src: *v }), loc);
@@ -196,7 +218,7 @@ pub fn load_with<T: Word, const N: usize, A: Address>(
         b.push(
             Op::Mem(MemOp::Ld {
                 space: A::SPACE,
-                ty: T::ACCESS,
+                ty: access,
                 dst: dst.clone(),
                 addr: base,
                 offset,
@@ -206,8 +228,7 @@ pub fn load_with<T: Word, const N: usize, A: Address>(
             loc,
         );
         dst
-    });
-    std::array::from_fn(|i| Val::from_reg(regs[i]))
+    })
 }
 
 /// Loads one `T`.
@@ -234,42 +255,11 @@ pub fn load_vec_if<T: Word, const N: usize, A: Address>(
     load_with::<T, N, A>(addr, opts, Some((pred, [default.operand(); N])))
 }
 
-/// Loads one byte, zero-extended.
+/// Loads one byte, zero-extended; where `pred` is false, no access and 0.
 #[track_caller]
 pub fn load_u8<A: Address>(addr: A, pred: Option<Pred>) -> Val<u32> {
-    narrow_load(addr, AccessTy::U8, pred)
-}
-
-#[track_caller]
-fn narrow_load<A: Address>(addr: A, ty: AccessTy, pred: Option<Pred>) -> Val<u32> {
-    let loc = SourceLoc::caller();
-    let (base, offset) = addr.parts();
-    let offset = offset_i32(offset);
-    Val::from_reg(with_builder(|b| {
-        let dst = b.new_reg(Ty::U32);
-        if pred.is_some() {
-            b.push(
-                Op::Alu(AluOp::Mov {
-                    dst,
-                    src: Operand::Imm(0),
-                }),
-                loc,
-            );
-        }
-        b.push(
-            Op::Mem(MemOp::Ld {
-                space: A::SPACE,
-                ty,
-                dst: vec![dst],
-                addr: base,
-                offset,
-                cache: CacheHint::Default,
-                pred: pred.map(|p| p.reg()),
-            }),
-            loc,
-        );
-        dst
-    }))
+    let pred = pred.map(|p| (p, vec![Operand::Imm(0)]));
+    Val::from_reg(emit_load(addr, AccessTy::U8, Ty::U32, 1, CacheHint::Default, pred)[0])
 }
 
 /// Stores `N` (1, 2 or 4) consecutive `T`s; with `pred`, only where it holds.
@@ -280,11 +270,17 @@ pub fn store_with<T: Word, const N: usize, A: Address>(
     pred: Option<Pred>,
 ) {
     check_vector(N);
+    emit_store(addr, T::ACCESS, values.to_vec(), pred);
+}
+
+/// The `st` of every store.
+#[track_caller]
+fn emit_store<A: Address>(addr: A, access: AccessTy, src: Vec<Operand>, pred: Option<Pred>) {
     let (base, offset) = addr.parts();
     emit_effect(Op::Mem(MemOp::St {
         space: A::SPACE,
-        ty: T::ACCESS,
-        src: values.to_vec(),
+        ty: access,
+        src,
         addr: base,
         offset: offset_i32(offset),
         pred: pred.map(|p| p.reg()),
@@ -318,15 +314,7 @@ pub fn store_vec_if<T: Word, const N: usize, A: Address>(addr: A, values: [Val<T
 /// Stores the low byte of `value`, where `pred` holds when given.
 #[track_caller]
 pub fn store_u8<A: Address>(addr: A, value: impl IntoVal<u32>, pred: Option<Pred>) {
-    let (base, offset) = addr.parts();
-    emit_effect(Op::Mem(MemOp::St {
-        space: A::SPACE,
-        ty: AccessTy::U8,
-        src: vec![value.operand()],
-        addr: base,
-        offset: offset_i32(offset),
-        pred: pred.map(|p| p.reg()),
-    }));
+    emit_store(addr, AccessTy::U8, vec![value.operand()], pred)
 }
 
 impl Smem {

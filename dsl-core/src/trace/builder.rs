@@ -331,11 +331,9 @@ impl Builder {
         self.current().stmts.push(Stmt::Comment(text));
     }
 
-    fn push_frame(&mut self, kind: FrameKind, scope: Option<u32>) {
-        let scope = scope.unwrap_or_else(|| {
-            self.next_scope += 1;
-            self.next_scope
-        });
+    fn push_frame(&mut self, kind: FrameKind) {
+        self.next_scope += 1;
+        let scope = self.next_scope;
         self.frames.push(Frame {
             kind,
             stmts: Vec::new(),
@@ -350,7 +348,7 @@ impl Builder {
 
     pub(crate) fn begin_if(&mut self, cond: Reg, loc: SourceLoc) {
         self.check_visible(cond, loc);
-        self.push_frame(FrameKind::Then { cond, loc }, None);
+        self.push_frame(FrameKind::Then { cond, loc });
     }
 
     pub(crate) fn begin_else(&mut self) {
@@ -359,14 +357,11 @@ impl Builder {
             panic!("begin_else without begin_if");
         };
         let then_body = Block { stmts: frame.stmts };
-        self.push_frame(
-            FrameKind::Else {
-                cond,
-                then_body,
-                loc,
-            },
-            None,
-        );
+        self.push_frame(FrameKind::Else {
+            cond,
+            then_body,
+            loc,
+        });
     }
 
     /// Closes the if; for each (then value, else value) returns the register that holds
@@ -420,7 +415,7 @@ impl Builder {
     }
 
     pub(crate) fn begin_loop(&mut self, loc: SourceLoc) {
-        self.push_frame(FrameKind::LoopHeader { loc }, None);
+        self.push_frame(FrameKind::LoopHeader { loc });
     }
 
     pub(crate) fn begin_loop_body(&mut self, cond: Reg) {

@@ -9,8 +9,8 @@
 //! value (a Rust integer, a `bool`, a `Vec`'s length) that ends up different between the
 //! arms, or after an iteration, cannot be represented in the kernel and is a trace error.
 
-use super::val::{IntoVal, Number, Pred, Scalar, Val};
-use super::with_builder;
+use super::val::{IntoVal, Number, Pred, Scalar, Val, emit_at};
+use super::{trace_error_at, with_builder};
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc};
 
 /// A value that can flow out of a runtime branch or around a runtime loop: its runtime
@@ -231,7 +231,7 @@ fn check_static<S: Carry>(before: &S, after: &S, names: &[&str], loc: SourceLoc,
          a runtime branch or loop cannot change a compile-time value: make it a runtime \
          value (e.g. `Val::constant(..)`) or move the change out of the {region}"
     );
-    with_builder(|b| b.error(message, loc));
+    trace_error_at(message, loc);
 }
 
 /// An `if`/`else` whose arms are traced by `arms(is_then, state)`. With a `bool` condition
@@ -357,13 +357,10 @@ pub fn while_loop<S: Carry, C: Cond>(
     looped.regs(&mut before);
     after_cond.regs(&mut after);
     if before != after {
-        with_builder(|b| {
-            b.error(
-                "the condition of a runtime `while` assigns a variable; compute it in the body"
-                    .into(),
-                loc,
-            )
-        });
+        trace_error_at(
+            "the condition of a runtime `while` assigns a variable; compute it in the body",
+            loc,
+        );
     }
     with_builder(|b| b.begin_loop_body(pred.reg()));
     let (after_body, _) = step(false, after_cond);
@@ -440,33 +437,23 @@ where
         loc: SourceLoc,
         mut body: impl FnMut(Val<T>, S) -> S,
     ) -> S {
-        let start: Val<T> = with_builder(|b| {
-            let r = b.new_reg(T::TY);
-            b.push(
-                Op::Alu(AluOp::Mov {
-                    dst: r,
-                    src: self.start,
-                }),
-                loc,
-            );
-            Val::from_reg(r)
-        });
+        let start: Val<T> = Val::from_reg(emit_at(T::TY, loc, |dst| {
+            Op::Alu(AluOp::Mov {
+                dst,
+                src: self.start,
+            })
+        }));
         let (looped, carried) = carried_copy(&(start, state.clone()), loc);
         with_builder(|b| b.begin_loop(loc));
         let index = looped.0;
-        let cond = with_builder(|b| {
-            let p = b.new_reg(crate::ir::Ty::Pred);
-            b.push(
-                Op::Alu(AluOp::Setp {
-                    cmp: crate::ir::CmpOp::Lt,
-                    ty: T::TY,
-                    dst: p,
-                    a: Operand::Reg(index.reg()),
-                    b: self.end,
-                }),
-                loc,
-            );
-            p
+        let cond = emit_at(crate::ir::Ty::Pred, loc, |dst| {
+            Op::Alu(AluOp::Setp {
+                cmp: crate::ir::CmpOp::Lt,
+                ty: T::TY,
+                dst,
+                a: Operand::Reg(index.reg()),
+                b: self.end,
+            })
         });
         with_builder(|b| b.begin_loop_body(cond));
         let after = body(index, looped.1.clone());

@@ -6,7 +6,7 @@ use super::builder::EntryValue;
 use super::val::{Literal, Val};
 use super::with_builder;
 use crate::arch::memory::Gmem;
-use crate::ir::{ElemTy, MemOp, Op, ParamKind, SourceLoc, Ty, tensor_param};
+use crate::ir::{ElemTy, MemOp, Op, ParamKind, Reg, SourceLoc, Ty, tensor_param};
 
 /// A type a `#[kernel]` function can take as a runtime parameter.
 #[diagnostic::on_unimplemented(
@@ -23,29 +23,30 @@ impl<T: Literal> KernelParam for Val<T> {
     #[track_caller]
     fn declare(name: &str) -> Self {
         let loc = SourceLoc::caller();
-        let reg = with_builder(|b| {
+        let index = with_builder(|b| {
             if T::TY == Ty::Pred {
                 b.error(
                     format!("kernel parameter `{name}`: PTX has no predicate parameters; pass a Val<u32>"),
                     loc,
                 );
             }
-            let index = b.declare_param(name, ParamKind::Scalar(T::TY));
-            b.entry_value(
-                EntryValue::Param { index, offset: 0 },
-                T::TY,
-                loc,
-                |_, dst| {
-                    vec![Op::Mem(MemOp::LdParam {
-                        dst,
-                        param: index,
-                        offset: 0,
-                    })]
-                },
-            )
+            b.declare_param(name, ParamKind::Scalar(T::TY))
         });
-        Val::from_reg(reg)
+        Val::from_reg(param_field(index, 0, T::TY, loc))
     }
+}
+
+/// The value at byte `offset` of parameter `index`, loaded once at kernel entry.
+fn param_field(index: u32, offset: u32, ty: Ty, loc: SourceLoc) -> Reg {
+    with_builder(|b| {
+        b.entry_value(EntryValue::Param { index, offset }, ty, loc, |_, dst| {
+            vec![Op::Mem(MemOp::LdParam {
+                dst,
+                param: index,
+                offset,
+            })]
+        })
+    })
 }
 
 /// A bare device pointer to `E`s (a `.u64` parameter): an address without a shape, for
@@ -178,22 +179,12 @@ impl<E: Element, const R: usize> KernelParam for Tensor<E, R> {
 impl<E: Element, const R: usize> Tensor<E, R> {
     #[track_caller]
     fn field(&self, offset: u32) -> Val<i64> {
-        let loc = SourceLoc::caller();
-        let index = self.index;
-        Val::from_reg(with_builder(|b| {
-            b.entry_value(
-                EntryValue::Param { index, offset },
-                Ty::S64,
-                loc,
-                |_, dst| {
-                    vec![Op::Mem(MemOp::LdParam {
-                        dst,
-                        param: index,
-                        offset,
-                    })]
-                },
-            )
-        }))
+        Val::from_reg(param_field(
+            self.index,
+            offset,
+            Ty::S64,
+            SourceLoc::caller(),
+        ))
     }
 
     /// Extent of dimension `dim`.

@@ -103,12 +103,7 @@ pub trait IntoVal<T: Scalar> {
         match self.operand() {
             Operand::Reg(r) => Val::from_reg(r),
             imm @ Operand::Imm(_) => {
-                let loc = SourceLoc::caller();
-                Val::from_reg(with_builder(|b| {
-                    let dst = b.new_reg(T::TY);
-                    b.push(Op::Alu(AluOp::Mov { dst, src: imm }), loc);
-                    dst
-                }))
+                Val::from_reg(emit(T::TY, |dst| Op::Alu(AluOp::Mov { dst, src: imm })))
             }
         }
     }
@@ -129,11 +124,29 @@ impl<T: Literal> IntoVal<T> for T {
 /// Records one op whose single destination is a new register of type `ty`.
 #[track_caller]
 pub(crate) fn emit(ty: Ty, make: impl FnOnce(Reg) -> Op) -> Reg {
-    let loc = SourceLoc::caller();
+    emit_at(ty, SourceLoc::caller(), make)
+}
+
+/// [`emit`] at a location found earlier (a closure cannot be `#[track_caller]`).
+pub(crate) fn emit_at(ty: Ty, loc: SourceLoc, make: impl FnOnce(Reg) -> Op) -> Reg {
     with_builder(|b| {
         let dst = b.new_reg(ty);
         b.push(make(dst), loc);
         dst
+    })
+}
+
+/// Records a `cvt` from `src_ty` to a new register of `dst_ty`.
+#[track_caller]
+pub(crate) fn convert(dst_ty: Ty, src_ty: Ty, rounding: Rounding, src: Operand) -> Reg {
+    emit(dst_ty, |dst| {
+        Op::Alu(AluOp::Convert {
+            dst_ty,
+            src_ty,
+            rounding,
+            dst,
+            src,
+        })
     })
 }
 
@@ -189,6 +202,19 @@ impl<T: Scalar> Val<T> {
         }
         Val::from_reg(emit(U::TY, |dst| {
             Op::Alu(AluOp::BitCast { dst, src: self.reg })
+        }))
+    }
+
+    #[track_caller]
+    fn unary(self, op: UnaryOp) -> Self {
+        let a = Operand::Reg(self.reg);
+        Val::from_reg(emit(T::TY, |dst| {
+            Op::Alu(AluOp::Unary {
+                op,
+                ty: T::TY,
+                dst,
+                a,
+            })
         }))
     }
 }
@@ -286,19 +312,6 @@ impl<T: Number> Val<T> {
         }))
     }
 
-    #[track_caller]
-    fn unary(self, op: UnaryOp) -> Self {
-        let a = Operand::Reg(self.reg);
-        Val::from_reg(emit(T::TY, |dst| {
-            Op::Alu(AluOp::Unary {
-                op,
-                ty: T::TY,
-                dst,
-                a,
-            })
-        }))
-    }
-
     /// Converts to another numeric type: integers widen (sign- or zero-extending) or wrap
     /// when narrowing; integer -> float rounds to nearest; float -> integer truncates toward
     /// zero and saturates (NaN -> 0), like Rust's `as`.
@@ -321,16 +334,7 @@ impl<T: Number> Val<T> {
         if !T::TY.is_float() && !U::TY.is_float() && T::TY.bits() == U::TY.bits() {
             return self.bitcast();
         }
-        let src = Operand::Reg(self.reg);
-        Val::from_reg(emit(U::TY, |dst| {
-            Op::Alu(AluOp::Convert {
-                dst_ty: U::TY,
-                src_ty: T::TY,
-                rounding,
-                dst,
-                src,
-            })
-        }))
+        Val::from_reg(convert(U::TY, T::TY, rounding, Operand::Reg(self.reg)))
     }
 }
 
@@ -647,10 +651,7 @@ macro_rules! unary_impls {
             type Output = Val<$t>;
             #[track_caller]
             fn $method(self) -> Val<$t> {
-                let a = Operand::Reg(self.reg);
-                Val::from_reg(emit(<$t as Scalar>::TY, |dst| {
-                    Op::Alu(AluOp::Unary { op: $op, ty: <$t as Scalar>::TY, dst, a })
-                }))
+                self.unary($op)
             }
         }
     )*};
