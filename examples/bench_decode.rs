@@ -208,10 +208,7 @@ fn main() {
         for ne in [512, 1024] {
             for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
                 for s_q in [1, 32, 128, 512] {
-                    let record_name = match record {
-                        ExtraRecord::Fp8 => "fp8",
-                        ExtraRecord::Nvfp4 => "nvfp4",
-                    };
+                    let record_name = record.short_name();
                     let name = format!("{heads},{ne},{record_name},{s_q}");
                     if only.as_ref().is_some_and(|o| *o != name) {
                         continue;

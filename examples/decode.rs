@@ -22,7 +22,7 @@ use dsl_core::Target;
 use dsl_core::emit::ptx::emit;
 use dsl_core::interp::Options;
 use dsl_core::jit::{self, Device};
-use kernels::swap_ab_decode::engine::{EngineRun, interpret, run_gpu};
+use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
 use kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, ExtraRecord, case_file, compare, generate, reference,
     swap_ab_decode_debug,
@@ -189,7 +189,7 @@ fn run() -> Result<bool, String> {
             if args.engine == "gpu" {
                 return Err(format!("--engine gpu: the GPU cannot run {target} code"));
             }
-            interpret(&case.problem, target, true, &Options::default())
+            interpret_kernel(&kernel, &case.problem, true, &Options::default())
                 .map_err(|e| e.to_string())?
         }
     };

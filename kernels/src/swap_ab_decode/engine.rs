@@ -15,7 +15,7 @@ use super::cache::PagedCache;
 use super::host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
-use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, swap_ab_decode, swap_ab_decode_debug};
+use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,15 +64,6 @@ pub enum EngineError {
     Jit(#[from] JitError),
     #[error("{0}")]
     Driver(#[from] cudarc::driver::DriverError),
-}
-
-/// Traces the kernel (or its debug variant) for the problem's key on `target`.
-fn trace(key: &CompileKey, precast: bool) -> Result<dsl_core::ir::Kernel, TraceError> {
-    if precast {
-        swap_ab_decode_debug(key.target, key)
-    } else {
-        swap_ab_decode(key.target, key)
-    }
 }
 
 fn key_for(problem: &DecodeProblem, target: Target) -> CompileKey {
@@ -124,7 +115,7 @@ pub fn interpret(
     options: &Options,
 ) -> Result<EngineRun, EngineError> {
     let key = key_for(problem, target);
-    let kernel = trace(&key, precast)?;
+    let kernel = trace_entry(&key, precast)?;
     interpret_kernel(&kernel, problem, precast, options)
 }
 
@@ -192,11 +183,7 @@ pub fn interpret_kernel(
         ));
         id
     });
-    let launch = Launch::grid([
-        key.cluster_size() as u32,
-        q.s_q as u32,
-        key.head_groups() as u32,
-    ]);
+    let launch = Launch::grid(key.grid(q.s_q));
     let stats = program.run(&mut mem, &args, &launch, options)?;
     Ok(EngineRun {
         engine: EngineKind::Interpreter,
@@ -378,11 +365,3 @@ pub fn run_gpu(
         snapshots: Vec::new(),
     })
 }
-
-/// The interpreter's default options for a full decode run.
-pub fn interpreter_options() -> Options {
-    Options::default()
-}
-
-/// `interp` re-exported for callers that bind their own options.
-pub use interp::Options as InterpOptions;

@@ -7,7 +7,8 @@
 //! captured in a CUDA graph: grid (C, s_q, head groups), 512 threads, cluster (C, 1, 1), PDL, dynamic
 //! shared memory, and the non-portable cluster size when C > 8.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cudarc::driver::CudaStream;
 use dsl_core::Target;
@@ -16,9 +17,10 @@ use dsl_core::jit::{Device, JitError, KernelArg, Launch, LoadedKernel, TensorArg
 use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
+use super::key::check_heads;
 use super::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
-    swap_ab_decode, swap_ab_decode_debug,
+    entry_name, trace_entry,
 };
 
 /// A tensor in device memory: its address, element type, extents and strides (elements).
@@ -66,9 +68,14 @@ impl DeviceTensor {
     }
 
     fn arg<const R: usize>(&self) -> KernelArg {
+        self.arg_as::<R>(self.elem)
+    }
+
+    /// The kernel argument, typed as `elem` (the MXFP8 output's bytes are the kernel's e4m3).
+    fn arg_as<const R: usize>(&self, elem: ElemTy) -> KernelArg {
         let extents: [i64; R] = std::array::from_fn(|d| self.shape[d] as i64);
         let strides: [i64; R] = std::array::from_fn(|d| self.strides[d] as i64);
-        let arg = match self.elem {
+        let arg = match elem {
             ElemTy::Bf16 => TensorArg::new::<half::bf16, R>(self.ptr, extents, strides),
             ElemTy::U8 => TensorArg::new::<u8, R>(self.ptr, extents, strides),
             ElemTy::I32 => TensorArg::new::<i32, R>(self.ptr, extents, strides),
@@ -279,9 +286,7 @@ impl DecodeArgs {
         let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
         let (tokens, padded_heads) = (q[0], q[1]);
         check_equal("q", "the last dim", q[2], HEAD_DIM)?;
-        if !matches!(self.heads, 8 | 16 | 32 | 64 | 128) {
-            return Err(KeyError::Heads(self.heads).into());
-        }
+        check_heads(self.heads)?;
         check_at_least("q", "padded heads (dim 1)", padded_heads, self.heads)?;
         check_at_least("q", "tokens (dim 0)", tokens, 1)?;
         if tokens > 65535 {
@@ -387,24 +392,11 @@ impl DecodeArgs {
             self.positions.arg::<1>(),
             self.cos_sin.arg::<2>(),
             self.sink.arg::<1>(),
-            DeviceTensor {
-                elem: ElemTy::E4m3,
-                ..self.out_data.clone()
-            }
-            .arg::<3>(),
+            self.out_data.arg_as::<3>(ElemTy::E4m3),
             self.out_scale.arg::<3>(),
             KernelArg::F32((self.softmax_scale as f64 * LOG2E) as f32),
         ]
     }
-}
-
-/// Grid (C, s_q, head groups): a cluster of C CTAs per token and group of heads.
-pub fn launch_grid(call: &CheckedCall) -> [u32; 3] {
-    [
-        call.key.cluster_size() as u32,
-        call.tokens as u32,
-        call.key.head_groups() as u32,
-    ]
 }
 
 /// The decode kernel on one device: compiled per key on first use (or at [`warmup`]).
@@ -413,6 +405,10 @@ pub fn launch_grid(call: &CheckedCall) -> [u32; 3] {
 pub struct SwapAbDecode {
     device: Arc<Device>,
     target: Target,
+    /// The kernels this instance has launched, by key and entry point. The device's cache
+    /// is keyed by strings (it serves any kernel); looking up a `CompileKey` here keeps a
+    /// launch free of allocation once the kernel is loaded.
+    loaded: Mutex<HashMap<(CompileKey, bool), Arc<LoadedKernel>>>,
 }
 
 impl SwapAbDecode {
@@ -422,13 +418,17 @@ impl SwapAbDecode {
             let (major, minor) = device.info().compute_capability;
             DecodeError::NoTarget(major, minor)
         })?;
-        Ok(SwapAbDecode { device, target })
+        Ok(SwapAbDecode::for_target(device, target))
     }
 
     /// Like [`SwapAbDecode::new`] for an explicit target: building sm_100a on an sm_90
     /// device is refused with a message naming both when a kernel is loaded.
     pub fn for_target(device: Arc<Device>, target: Target) -> Self {
-        SwapAbDecode { device, target }
+        SwapAbDecode {
+            device,
+            target,
+            loaded: Mutex::default(),
+        }
     }
 
     pub fn target(&self) -> Target {
@@ -441,12 +441,22 @@ impl SwapAbDecode {
 
     /// The loaded kernel of `key`, compiled on first use.
     pub fn kernel(&self, key: &CompileKey) -> Result<Arc<LoadedKernel>, DecodeError> {
-        let key = *key;
-        Ok(self
+        self.entry(key, false)
+    }
+
+    /// The production or debug entry point's kernel of `key`, compiled on first use.
+    fn entry(&self, key: &CompileKey, debug: bool) -> Result<Arc<LoadedKernel>, DecodeError> {
+        let loaded = || self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(kernel) = loaded().get(&(*key, debug)) {
+            return Ok(Arc::clone(kernel));
+        }
+        let kernel = self
             .device
-            .kernel("swap_ab_decode", &key.to_string(), key.target, || {
-                swap_ab_decode(key.target, &key)
-            })?)
+            .kernel(entry_name(debug), &key.to_string(), key.target, || {
+                trace_entry(key, debug)
+            })?;
+        loaded().insert((*key, debug), Arc::clone(&kernel));
+        Ok(kernel)
     }
 
     /// Compiles every key a layer of this shape can hit, so no decode step compiles.
@@ -471,7 +481,7 @@ impl SwapAbDecode {
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
         let kernel = self.kernel(&call.key)?;
-        let grid = launch_grid(&call);
+        let grid = call.key.grid(call.tokens);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
         Ok(call)
@@ -499,15 +509,11 @@ impl SwapAbDecode {
                 ),
             ));
         }
-        let key = call.key;
-        let kernel =
-            self.device
-                .kernel("swap_ab_decode_debug", &key.to_string(), key.target, || {
-                    swap_ab_decode_debug(key.target, &key)
-                })?;
-        let grid = launch_grid(&call);
-        let mut kernel_args = args.kernel_args().to_vec();
-        kernel_args.push(precast.arg::<3>());
+        let kernel = self.entry(&call.key, true)?;
+        let grid = call.key.grid(call.tokens);
+        let (base, precast) = (args.kernel_args(), precast.arg::<3>());
+        let kernel_args: [KernelArg; 14] =
+            std::array::from_fn(|i| base.get(i).copied().unwrap_or(precast));
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &kernel_args)? };
         Ok(call)

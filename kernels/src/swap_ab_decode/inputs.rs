@@ -14,7 +14,7 @@ use half::bf16;
 
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
-use super::{HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
+use super::{ExtraRecord, HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
 
 /// One of the two slot lists and its paged cache.
 pub struct KvList {
@@ -23,16 +23,26 @@ pub struct KvList {
     pub len: Tensor<i32, 1>,
     pub width: u32,
     pub page: u32,
-    pub fp4: bool,
+    /// The record format (the SWA list is always fp8).
+    pub record: ExtraRecord,
 }
 
 impl KvList {
+    fn is_fp4(&self) -> bool {
+        self.record == ExtraRecord::Nvfp4
+    }
+
+    /// The packed values of a row: a byte a dim (fp8) or half a byte (NVFP4).
     fn row_bytes(&self) -> u32 {
-        if self.fp4 { 256 } else { 512 }
+        if self.is_fp4() {
+            HEAD_DIM as u32 / 2
+        } else {
+            HEAD_DIM as u32
+        }
     }
 
     fn record_bytes(&self) -> u32 {
-        self.row_bytes() + if self.fp4 { 32 } else { 16 }
+        self.record.bytes() as u32
     }
 }
 
@@ -137,7 +147,7 @@ pub fn stage_inputs(
     }
     let mut scale_words =
         load_vec_if::<u32, 4, _>(data + row_bytes as i64, valid, 0u32, NC).to_vec();
-    if list.fp4 {
+    if list.is_fp4() {
         scale_words.extend(load_vec_if::<u32, 4, _>(
             data + (row_bytes + 16) as i64,
             valid,
@@ -181,9 +191,9 @@ pub fn stage_inputs(
     // KV dequant -> shared [128, 512] bf16. Chunk k of this thread is chunk 0 moved by
     // per_row * k chunks along the row: a whole number of 64-dim k-blocks.
     for (k, words) in kv_words.iter().enumerate() {
-        let dims_per_chunk = if list.fp4 { 32 } else { 16 };
+        let dims_per_chunk = if list.is_fp4() { 32 } else { 16 };
         let shift_dims = (per_row * k as u32 * dims_per_chunk) as i64;
-        if list.fp4 {
+        if list.is_fp4() {
             // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2c, 2c + 1 of
             // the record's 32 scale bytes: word c / 2, bytes 2 (c % 2) and 2 (c % 2) + 1.
             let first_word = (per_row / 2) * k as u32;

@@ -29,9 +29,10 @@ use dsl_core::arch::memory::store;
 use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{block_idx_y, cluster_cta_rank, lane_id, thread_idx_x, warp_id};
+use dsl_core::ir::Kernel;
 use dsl_core::trace::{
-    E4m3, Pred, Tensor, Val, cluster_dims, current_target, min_ctas_per_sm, stage, threads,
-    trace_error,
+    E4m3, Pred, Tensor, TraceError, Val, cluster_dims, current_target, min_ctas_per_sm, stage,
+    threads, trace_error,
 };
 use dsl_macros::{device, kernel};
 use half::bf16;
@@ -42,7 +43,7 @@ use super::mma::Mma;
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::softmax::{column_sums, softmax_to_p, write_stats};
-use super::{CompileKey, SWA_ROWS, THREADS, TILE};
+use super::{CompileKey, ExtraRecord, SWA_ROWS, THREADS, TILE};
 
 /// The decode kernel for `key`. Its runtime parameters are the tensors of the decode call
 /// (see the module docs of [`super`]) and `scale_log2 = softmax_scale * log2(e)`.
@@ -80,6 +81,24 @@ pub fn swap_ab_decode(
         scale_log2,
     };
     decode(key, &params, None);
+}
+
+/// The name of the production (`debug = false`) or debug entry point's kernel.
+pub fn entry_name(debug: bool) -> &'static str {
+    if debug {
+        "swap_ab_decode_debug"
+    } else {
+        "swap_ab_decode"
+    }
+}
+
+/// Traces the production or the debug entry point for `key` on the key's target.
+pub fn trace_entry(key: &CompileKey, debug: bool) -> Result<Kernel, TraceError> {
+    if debug {
+        swap_ab_decode_debug(key.target, key)
+    } else {
+        swap_ab_decode(key.target, key)
+    }
 }
 
 /// [`swap_ab_decode`] with a debug epilogue: it also writes the fp32 output before the
@@ -179,7 +198,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
         len: params.swa_len,
         width: key.swa_width as u32,
         page: key.swa_page as u32,
-        fp4: false,
+        record: ExtraRecord::Fp8,
     };
     let extra = KvList {
         cache: params.extra_cache,
@@ -187,7 +206,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
         len: params.extra_len,
         width: key.extra_width as u32,
         page: key.extra_page as u32,
-        fp4: plan.extra_is_fp4(),
+        record: key.extra_record,
     };
 
     stage("0: barriers, tensor memory, wait for the previous grid");

@@ -33,7 +33,8 @@ impl ExtraRecord {
         }
     }
 
-    fn short_name(self) -> &'static str {
+    /// `fp8` or `nvfp4`, as in key names.
+    pub fn short_name(self) -> &'static str {
         match self {
             ExtraRecord::Fp8 => "fp8",
             ExtraRecord::Nvfp4 => "nvfp4",
@@ -88,12 +89,19 @@ pub enum KeyError {
     },
 }
 
+/// The live-head counts the kernel is built for.
+pub(crate) fn check_heads(heads: usize) -> Result<(), KeyError> {
+    if matches!(heads, 8 | 16 | 32 | 64 | 128) {
+        Ok(())
+    } else {
+        Err(KeyError::Heads(heads))
+    }
+}
+
 impl CompileKey {
     /// Checks every field; the error says which one is wrong and what is allowed.
     pub fn validate(&self) -> Result<(), KeyError> {
-        if !matches!(self.heads, 8 | 16 | 32 | 64 | 128) {
-            return Err(KeyError::Heads(self.heads));
-        }
+        check_heads(self.heads)?;
         for (list, page) in [("SWA", self.swa_page), ("compressed", self.extra_page)] {
             if !page.is_power_of_two() {
                 return Err(KeyError::Page { list, page });
@@ -129,6 +137,16 @@ impl CompileKey {
     /// into groups of 32, fewer heads are one group.
     pub fn head_groups(&self) -> usize {
         self.heads.div_ceil(MAX_HEADS_PER_CLUSTER)
+    }
+
+    /// The launch grid for `tokens` query tokens: (C, s_q, head groups), a cluster of C
+    /// CTAs per token and group of heads.
+    pub fn grid(&self, tokens: usize) -> [u32; 3] {
+        [
+            self.cluster_size() as u32,
+            tokens as u32,
+            self.head_groups() as u32,
+        ]
     }
 
     /// Live heads one cluster computes.

@@ -11,6 +11,7 @@ use dsl_macros::device;
 use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
 use super::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
+use crate::formats::{e4m3, mxfp8};
 
 /// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
 /// is a real one, and the unit (head * 16 + 32-dim chunk).
@@ -158,8 +159,8 @@ pub fn merge_and_store(
         for shift in [4, 2, 1] {
             amax = amax.max(shfl_xor(amax, shift));
         }
-        let amax = amax.max(1e-10f32);
-        let exponent = ue8m0_round_up(amax * (1.0f32 / 448.0));
+        let amax = amax.max(mxfp8::AMAX_FLOOR);
+        let exponent = ue8m0_round_up(amax * (1.0 / e4m3::MAX));
         let inverse = ((254u32 - exponent) << 23).bitcast::<f32>();
         let codes = f32x4_to_e4m3x4([
             x[0] * inverse,

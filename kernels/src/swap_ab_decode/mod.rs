@@ -42,7 +42,7 @@ pub use case_file::{CaseFile, CaseFileError};
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use dispatch::{LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
 pub use host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
-pub use kernel::{swap_ab_decode, swap_ab_decode_debug};
+pub use kernel::{entry_name, swap_ab_decode, swap_ab_decode_debug, trace_entry};
 pub use key::{CompileKey, ExtraRecord, KeyError};
 pub use numerics::{NumericsReport, compare};
 pub use output::{OutputBuffers, OutputLayout};

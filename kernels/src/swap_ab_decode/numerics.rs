@@ -281,7 +281,7 @@ fn compare_chunk(
         reference.out.scale_byte(b, g, ka),
         kernel.scale_byte(b, g, ka),
     );
-    let ambiguous = near_power_of_two(f64::from(mxfp8::block_amax(values)) / 448.0);
+    let ambiguous = near_power_of_two(f64::from(mxfp8::block_amax(values) / e4m3::MAX));
     report.ambiguous_scales += usize::from(ambiguous);
     if ref_ex != kernel_ex {
         if ambiguous {

@@ -2,10 +2,10 @@
 //! work is split over threads, TMEM columns, and the shared-memory layouts.
 
 use dsl_core::Target;
-use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Swizzle, canonical};
+use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
 
 use super::key::MAX_HEADS_PER_CLUSTER;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, THREADS, TILE};
+use super::{CompileKey, HEAD_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
 #[derive(Clone, Debug)]
@@ -69,10 +69,6 @@ impl Plan {
         self.key.target
     }
 
-    pub fn extra_is_fp4(&self) -> bool {
-        self.key.extra_record == ExtraRecord::Nvfp4
-    }
-
     /// Per-CTA statistics (m, l) of every head, for the whole cluster.
     pub fn stats_len(&self) -> u32 {
         self.cluster * 2 * self.heads
@@ -104,10 +100,8 @@ impl Plan {
     /// The fp32 partial output `[H, 512]`, row-major; it reuses the KV tile's bytes once
     /// both MMAs have read them.
     pub fn partial_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let layout = Layout::new(
-            IntTuple::of(&[self.heads as i64, HEAD_DIM as i64]),
-            IntTuple::of(&[HEAD_DIM as i64, 1]),
-        )?;
+        let layout =
+            Layout::row_major(&[Int::Static(self.heads as i64), Int::Static(HEAD_DIM as i64)]);
         ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
     }
 

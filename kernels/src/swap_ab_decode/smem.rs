@@ -2,7 +2,7 @@
 
 use dsl_core::Target;
 use dsl_core::arch::memory::{Smem, store_vec};
-use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Swizzle};
+use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{Index, SmemRegion, SmemTile, Val, smem_alloc, smem_tile, trace_error};
 
 use super::plan::Plan;
@@ -33,12 +33,8 @@ pub struct Buffers {
 }
 
 fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
-    let mut strides = vec![1i64; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
-    }
-    let layout = Layout::new(IntTuple::of(shape), IntTuple::of(&strides))
-        .expect("a row-major layout of positive extents");
+    let extents: Vec<Int> = shape.iter().map(|&e| Int::Static(e)).collect();
+    let layout = Layout::row_major(&extents);
     ComposedLayout::new(Swizzle::NONE, 0, layout, elem_bytes)
         .expect("an unswizzled layout composes")
 }

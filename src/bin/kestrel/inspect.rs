@@ -8,9 +8,7 @@ use kestrel::core::emit::ptx::{PtxModule, emit};
 use kestrel::core::interp::MAX_SMEM_BYTES;
 use kestrel::core::ir::Kernel;
 use kestrel::core::ptxas::{self, PtxasError};
-use kestrel::kernels::swap_ab_decode::{
-    CompileKey, snapshot_keys, swap_ab_decode, swap_ab_decode_debug,
-};
+use kestrel::kernels::swap_ab_decode::{CompileKey, snapshot_keys, trace_entry};
 
 use crate::args::{KeysArgs, PtxArgs, PtxasArgs, ResourcesArgs, SmemArgs};
 use crate::failure::{Failure, Outcome};
@@ -18,12 +16,7 @@ use crate::output::{out, outln};
 
 /// Traces the decode kernel (or its debug entry point) for `key` on the key's target.
 pub fn trace(key: &CompileKey, debug: bool) -> Result<Kernel, Failure> {
-    let traced = if debug {
-        swap_ab_decode_debug(key.target, key)
-    } else {
-        swap_ab_decode(key.target, key)
-    };
-    traced.map_err(|e| {
+    trace_entry(key, debug).map_err(|e| {
         Failure::failed(format!(
             "the kernel could not be traced for {key}; the kernel source or the DSL rejects \
              this key:\n{e}"

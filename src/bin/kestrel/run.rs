@@ -64,11 +64,7 @@ pub fn run(args: &RunArgs) -> Outcome {
         ))
     })?;
     let kernel = trace(&key, true)?;
-    let grid = [
-        key.cluster_size() as u32,
-        s_q as u32,
-        key.head_groups() as u32,
-    ];
+    let grid = key.grid(s_q);
     let threads = kernel.threads_per_cta();
 
     let mut options = Options::default();
