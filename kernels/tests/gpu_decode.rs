@@ -18,6 +18,30 @@ use kernels::swap_ab_decode::{
     reference, snapshot_keys, variant_keys,
 };
 
+/// Counts this thread's heap allocations, so a test can show that a launch makes none.
+struct CountingAllocator;
+
+thread_local! {
+    static ALLOCATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        // SAFETY: the caller's contract is the system allocator's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from `alloc` above, that is, from the system allocator.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static COUNTING_ALLOCATOR: CountingAllocator = CountingAllocator;
+
 fn gpu(target: Target) -> Option<Arc<Device>> {
     jit::test_device(target).map(Arc::new)
 }
@@ -170,6 +194,29 @@ fn gpu_decode_is_bitwise_identical_over_three_launches() {
     let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
     assert!(report.ok(), "{report}");
     eprintln!("gpu_decode_is_bitwise_identical_over_three_launches: 3 launches, identical bytes");
+}
+
+#[test]
+fn gpu_decode_launch_allocates_nothing_once_loaded() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(8);
+    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    let stream = dev.stream();
+    let uploaded = DeviceProblem::upload(&case.problem, stream).unwrap();
+    // SAFETY: the uploaded buffers outlive every launch (the stream is synchronised below).
+    unsafe { decode.launch(stream, &uploaded.args) }.unwrap();
+    stream.synchronize().unwrap();
+    let before = ALLOCATIONS.with(|n| n.get());
+    for _ in 0..3 {
+        // SAFETY: as above.
+        unsafe { decode.launch(stream, &uploaded.args) }.unwrap();
+    }
+    let allocations = ALLOCATIONS.with(|n| n.get()) - before;
+    stream.synchronize().unwrap();
+    assert_eq!(allocations, 0, "3 launches of a loaded key allocated");
+    eprintln!("gpu_decode_launch_allocates_nothing_once_loaded: 3 launches, 0 allocations");
 }
 
 #[test]
