@@ -3,8 +3,8 @@
 
 use dsl_core::layout::{
     GmmaLayoutType, GmmaSmemDesc, LayoutErrorKind, LboMode, Major, Swizzle, UmmaAccumulator,
-    UmmaInput, UmmaInstrDesc, UmmaLayoutType, UmmaSmemDesc, WgmmaAccumulate, WgmmaAccumulator,
-    WgmmaInput, WgmmaInstr, canonical,
+    UmmaInput, UmmaInstrDesc, UmmaLayoutType, UmmaSmemDesc, WgmmaAccumulator, WgmmaInput,
+    WgmmaInstr, canonical,
 };
 
 fn umma_for(tile: dsl_core::layout::ComposedLayout) -> UmmaSmemDesc {
@@ -392,8 +392,6 @@ fn wgmma_operand_modes() {
     assert_eq!(mma.accumulator_registers(), 64);
     assert_eq!((mma.imm_scale_a(), mma.imm_scale_b()), (-1, 1));
     assert_eq!((mma.imm_trans_a(), mma.imm_trans_b()), (Some(0), Some(1)));
-    assert_eq!(WgmmaAccumulate::Overwrite.scale_d(), 0);
-    assert_eq!(WgmmaAccumulate::Accumulate.scale_d(), 1);
 
     // A from registers: no imm-trans-a operand.
     let regs = WgmmaInstr::new(WgmmaInput::F16, WgmmaAccumulator::F16, 64)

@@ -10,16 +10,16 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::ir::SourceLoc;
 use crate::layout::canonical::{self, CanonicalOperand};
-use crate::layout::{GmmaSmemDesc, LayoutError, Major, Swizzle, UmmaSmemDesc};
+use crate::layout::{ComposedLayout, GmmaSmemDesc, LayoutError, Major, Swizzle, UmmaSmemDesc};
 use crate::trace::{SmemTile, Val, trace_error, trace_error_at};
 
 /// [`canonical::recognise_as`], remembered per (layout, major-ness) for the whole process:
 /// recognition checks every element of the tile, and every compile key of a kernel reuses
 /// the same few tile layouts.
 fn recognise_cached(tile: &SmemTile, major: Major) -> Result<CanonicalOperand, LayoutError> {
-    type Cache = Mutex<HashMap<(String, Major), Result<CanonicalOperand, LayoutError>>>;
+    type Cache = Mutex<HashMap<(ComposedLayout, Major), Result<CanonicalOperand, LayoutError>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = (tile.layout().to_string(), major);
+    let key = (tile.layout().clone(), major);
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return hit.clone();
@@ -64,6 +64,30 @@ pub(crate) struct OperandExpectation<'s> {
     pub rows: i64,
     pub major: crate::layout::Major,
     pub format: DescFormat,
+}
+
+/// Checks an MMA's A `[M, K]` and B `[N, K]` blocks, each given with the instruction's M or
+/// N and the major-ness it was built for, at K-step `k_step`: every mismatch is a trace error
+/// at the caller; true when the MMA may be issued.
+#[track_caller]
+pub(crate) fn check_a_and_b(
+    instr: &str,
+    format: DescFormat,
+    (a, m, a_major): (&MnBlock<'_>, u32, crate::layout::Major),
+    (b, n, b_major): (&MnBlock<'_>, u32, crate::layout::Major),
+    k_step: i64,
+) -> bool {
+    let expect = |role, dim, rows: u32, major| OperandExpectation {
+        instr,
+        role,
+        dim,
+        rows: i64::from(rows),
+        major,
+        format,
+    };
+    let a_ok = a.check(&expect("A", "M", m, a_major), k_step);
+    let b_ok = b.check(&expect("B", "N", n, b_major), k_step);
+    a_ok && b_ok
 }
 
 /// For a tile that is not canonical: the constructor call that builds the canonical tile of
@@ -176,19 +200,19 @@ impl SmemOperand {
         self.operand.as_ref()
     }
 
+    /// The recognised major-ness; K-major for a tile that was not recognised (its error is
+    /// already reported).
+    pub fn major(&self) -> Major {
+        self.operand.as_ref().map_or(Major::K, |c| c.major())
+    }
+
     /// The descriptor of the MMA block whose first element is `(mn0, k0)`.
     #[track_caller]
     pub fn block(&self, mn0: i64, k0: i64) -> Val<u64> {
-        let Some(op) = &self.operand else {
+        if self.operand.is_none() {
             return self.desc;
-        };
-        match op.block_start(mn0, k0) {
-            Ok(start) => self.desc + (start as u64 >> 4),
-            Err(e) => {
-                trace_error(format!("MMA operand block: {e}"));
-                self.desc
-            }
         }
+        self.desc + (u64::from(self.block_offset(mn0, k0)) >> 4)
     }
 
     /// The descriptor of block `(mn0, k0)` moved by `extra_bytes` more (a runtime choice of
@@ -204,10 +228,14 @@ impl SmemOperand {
         let Some(op) = &self.operand else {
             return 0;
         };
-        op.block_start(mn0, k0).unwrap_or_else(|e| {
-            trace_error(format!("MMA operand block: {e}"));
-            0
-        })
+        // A match, not unwrap_or_else: a closure would report its own line, not the caller's.
+        match op.block_start(mn0, k0) {
+            Ok(start) => start,
+            Err(e) => {
+                trace_error(format!("MMA operand block: {e}"));
+                0
+            }
+        }
     }
 
     /// The descriptor of K-step `ks` (K = 32 bytes per step) at MN 0.

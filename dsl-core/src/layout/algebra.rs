@@ -321,7 +321,7 @@ impl Layout {
     }
 
     /// (extent, stride) of every leaf.
-    fn modes(&self) -> Vec<(i64, i64)> {
+    pub(crate) fn modes(&self) -> Vec<(i64, i64)> {
         self.shape
             .leaves()
             .iter()

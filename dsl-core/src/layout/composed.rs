@@ -152,19 +152,8 @@ impl ComposedLayout {
         }
         let mut elements = 0;
         for (i, &d) in shift.iter().enumerate() {
-            let mode = self.layout.mode(i)?.flatten();
-            let extents: Vec<i64> = mode
-                .shape()
-                .leaves()
-                .iter()
-                .map(|e| static_value(e))
-                .collect::<Result<_, _>>()?;
-            let strides: Vec<i64> = mode
-                .stride()
-                .leaves()
-                .iter()
-                .map(|e| static_value(e))
-                .collect::<Result<_, _>>()?;
+            let (extents, strides): (Vec<i64>, Vec<i64>) =
+                self.layout.mode(i)?.modes().into_iter().unzip();
             let inner: i64 = extents[..extents.len() - 1].iter().product();
             let compact = (1..extents.len()).all(|j| strides[j] == strides[j - 1] * extents[j - 1]);
             elements += if d % inner == 0 {
@@ -241,15 +230,6 @@ impl fmt::Debug for ComposedLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }
-}
-
-fn static_value(i: &Int) -> Result<i64, LayoutError> {
-    i.as_static().ok_or_else(|| {
-        LayoutError::new(
-            LayoutErrorKind::NotStatic,
-            "a runtime extent or stride in a shared-memory tile",
-        )
-    })
 }
 
 #[cfg(test)]

@@ -316,26 +316,6 @@ pub enum WgmmaAccumulator {
     F32,
 }
 
-/// The `scale-d` operand: whether D is overwritten or accumulated into. At run time it is a
-/// predicate; this is its value when known while tracing.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum WgmmaAccumulate {
-    /// `scale-d = 0`: D = A·B.
-    Overwrite,
-    /// `scale-d = 1`: D = A·B + D.
-    Accumulate,
-}
-
-impl WgmmaAccumulate {
-    /// The immediate PTX accepts in place of the predicate.
-    pub fn scale_d(self) -> u32 {
-        match self {
-            WgmmaAccumulate::Overwrite => 0,
-            WgmmaAccumulate::Accumulate => 1,
-        }
-    }
-}
-
 /// The shape and operand modes of one dense `wgmma.mma_async.sync.aligned.m64nNkK`:
 /// `d, a_desc|{a regs}, b_desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a][, imm-trans-b]`.
 ///

@@ -50,7 +50,7 @@
 //! let op = canonical::recognise(&kv)?;
 //! let step5 = UmmaSmemDesc::for_operand(&op)?.with_start_address(op.k_step_start(5)?)?;
 //! assert_eq!(step5.start_address(), 16384 + 32);
-//! // The interpreter decodes real bits back into the layout the hardware reads.
+//! // Decoding the bits gives back the layout the hardware reads.
 //! let hw = UmmaSmemDesc::from_bits(step5.bits())?.operand_layout(Major::K, 128, 16, 2)?;
 //! assert_eq!(hw.byte_offset_at(&[3, 7])?, kv.byte_offset_at(&[3, 80 + 7])?);
 //! # let _ = byte;
@@ -70,9 +70,7 @@ mod umma_desc;
 pub use algebra::Layout;
 pub use canonical::{CanonicalOperand, Major};
 pub use composed::ComposedLayout;
-pub use gmma_desc::{
-    GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulate, WgmmaAccumulator, WgmmaInput, WgmmaInstr,
-};
+pub use gmma_desc::{GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 pub use int::{DynInt, Int, StaticOnly};
 pub use int_tuple::IntTuple;
 pub use swizzle::Swizzle;

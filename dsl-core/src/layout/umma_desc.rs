@@ -293,9 +293,9 @@ impl UmmaSmemDesc {
 
     /// The layout the hardware reads through this descriptor for an `[mn, k]` operand of
     /// `elem_bytes` elements stored `major` (from the instruction descriptor's transpose
-    /// bit): byte offsets are shared::cta addresses. For the CPU interpreter, which must read
-    /// what the real bits say. Base offsets other than 0, absolute LBO mode and
-    /// `SWIZZLE_128B_BASE32B` are not modelled and give an error.
+    /// bit): byte offsets are shared::cta addresses. (The interpreter decodes descriptors on
+    /// its own, so that it does not share this module's mistakes.) Base offsets other than 0,
+    /// absolute LBO mode and `SWIZZLE_128B_BASE32B` are not modelled and give an error.
     pub fn operand_layout(
         &self,
         major: Major,

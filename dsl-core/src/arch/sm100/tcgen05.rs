@@ -10,7 +10,7 @@
 use crate::arch::Accumulate;
 use crate::arch::mbarrier::Mbarrier;
 use crate::arch::memory::Smem;
-use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand};
+use crate::arch::operand::{DescFormat, MnBlock, SmemOperand, check_a_and_b};
 use crate::ir::{Op, Operand, SourceLoc, Tcgen05Op};
 use crate::layout::{Major, UmmaAccumulator, UmmaInput, UmmaInstrDesc};
 use crate::trace::val::emit_effect;
@@ -297,8 +297,7 @@ impl MmaF16Bf16Ss {
     /// not recognised: that operand's error is already reported).
     #[track_caller]
     pub fn bf16_for(m: u32, n: u32, a: &SmemOperand, b: &SmemOperand) -> Self {
-        let major = |op: &SmemOperand| op.operand().map_or(Major::K, |c| c.major());
-        Self::bf16(m, n, major(a), major(b))
+        Self::bf16(m, n, a.major(), b.major())
     }
 
     pub fn m(&self) -> u32 {
@@ -339,26 +338,11 @@ impl MmaF16Bf16Ss {
     ) {
         let (a, b) = (a.into(), b.into());
         let name = self.name();
-        let a_ok = a.check(
-            &OperandExpectation {
-                instr: &name,
-                role: "A",
-                dim: "M",
-                rows: i64::from(self.m),
-                major: self.a_major,
-                format: DescFormat::Umma,
-            },
-            k_step,
-        );
-        let b_ok = b.check(
-            &OperandExpectation {
-                instr: &name,
-                role: "B",
-                dim: "N",
-                rows: i64::from(self.n),
-                major: self.b_major,
-                format: DescFormat::Umma,
-            },
+        let ab_ok = check_a_and_b(
+            &name,
+            DescFormat::Umma,
+            (&a, self.m, self.a_major),
+            (&b, self.n, self.b_major),
             k_step,
         );
         let columns = d.static_column() + self.n;
@@ -372,7 +356,7 @@ impl MmaF16Bf16Ss {
             ));
         }
         let Some(desc) = self.desc else { return };
-        if a_ok && b_ok && d_ok {
+        if ab_ok && d_ok {
             mma_f16(d, a.desc(k_step), b.desc(k_step), desc.bits(), accumulate);
         }
     }

@@ -5,7 +5,7 @@
 //! `sm100::tcgen05::MmaF16Bf16Ss` for Hopper.
 
 use crate::arch::Accumulate;
-use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand};
+use crate::arch::operand::{DescFormat, MnBlock, SmemOperand, check_a_and_b};
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc, Ty, WgmmaOp};
 use crate::layout::{Major, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 use crate::trace::val::emit_effect;
@@ -189,8 +189,7 @@ impl MmaF16Bf16Ss {
     /// [`MmaF16Bf16Ss::bf16`] with the major-ness of `a` and `b`.
     #[track_caller]
     pub fn bf16_for(n: u32, a: &SmemOperand, b: &SmemOperand) -> Self {
-        let major = |op: &SmemOperand| op.operand().map_or(Major::K, |c| c.major());
-        Self::bf16(n, major(a), major(b))
+        Self::bf16(n, a.major(), b.major())
     }
 
     pub fn m(&self) -> u32 {
@@ -225,26 +224,11 @@ impl MmaF16Bf16Ss {
     ) {
         let (a, b) = (a.into(), b.into());
         let name = format!("wgmma.mma_async m64n{}k16", self.n);
-        let a_ok = a.check(
-            &OperandExpectation {
-                instr: &name,
-                role: "A",
-                dim: "M",
-                rows: i64::from(Self::M),
-                major: self.a_major,
-                format: DescFormat::Gmma,
-            },
-            k_step,
-        );
-        let b_ok = b.check(
-            &OperandExpectation {
-                instr: &name,
-                role: "B",
-                dim: "N",
-                rows: i64::from(self.n),
-                major: self.b_major,
-                format: DescFormat::Gmma,
-            },
+        let ab_ok = check_a_and_b(
+            &name,
+            DescFormat::Gmma,
+            (&a, Self::M, self.a_major),
+            (&b, self.n, self.b_major),
             k_step,
         );
         let acc_ok = acc.n() == self.n;
@@ -258,7 +242,7 @@ impl MmaF16Bf16Ss {
             ));
         }
         let Some(instr) = self.instr else { return };
-        if a_ok && b_ok && acc_ok {
+        if ab_ok && acc_ok {
             mma_async(
                 acc,
                 a.desc(k_step),
