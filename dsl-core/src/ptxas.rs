@@ -39,6 +39,16 @@ pub enum PtxasError {
         target: crate::Target,
         log: String,
     },
+    /// ptxas accepted the module but reported that it dropped or degraded a request:
+    /// `C7508` (`setmaxnreg` ignored) or `C7513` (every wgmma serialised). These come as
+    /// info lines with exit code 0, so they are checked here.
+    #[error("ptxas degraded `{kernel}` for {target} ({code}): {line}")]
+    Degraded {
+        kernel: String,
+        target: crate::Target,
+        code: String,
+        line: String,
+    },
     #[error("could not read ptxas's report for `{kernel}`:\n{log}")]
     Unparsed { kernel: String, log: String },
 }
@@ -140,6 +150,14 @@ pub fn assemble_with(ptxas: &Path, module: &PtxModule) -> Result<PtxasReport, Pt
             log,
         });
     }
+    if let Some((code, line)) = degradation(&log) {
+        return Err(PtxasError::Degraded {
+            kernel: module.kernel.clone(),
+            target: module.target,
+            code,
+            line,
+        });
+    }
     parse_report(&log).ok_or_else(|| PtxasError::Unparsed {
         kernel: module.kernel.clone(),
         log,
@@ -150,6 +168,17 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The first `C75xx` diagnostic in a ptxas log (`info (C7513) ...`), with its line.
+pub fn degradation(log: &str) -> Option<(String, String)> {
+    log.lines().find_map(|line| {
+        let at = line.find("(C75")?;
+        let code = line[at + 1..].split(')').next()?;
+        let digits = code.strip_prefix('C')?;
+        (digits.len() == 4 && digits.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| (code.to_string(), line.trim().to_string()))
+    })
 }
 
 /// Reads `Used N registers` and `S bytes stack frame, A bytes spill stores, B bytes spill
@@ -181,4 +210,24 @@ pub fn parse_report(log: &str) -> Option<PtxasReport> {
         stack_frame,
         log: log.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::degradation;
+
+    #[test]
+    fn c75xx_info_lines_are_degradations() {
+        let log = "ptxas info    : (C7508) 'setmaxnreg' ignored; unable to determine register count at entry\nptxas info    : Used 40 registers";
+        let (code, line) = degradation(log).unwrap();
+        assert_eq!(code, "C7508");
+        assert!(line.contains("setmaxnreg"));
+        let wgmma = "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions are serialized";
+        assert_eq!(degradation(wgmma).unwrap().0, "C7513");
+        assert_eq!(
+            degradation("ptxas info    : Used 40 registers, 0 bytes smem"),
+            None
+        );
+        assert_eq!(degradation("warning (C7000) something"), None);
+    }
 }

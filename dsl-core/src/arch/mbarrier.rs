@@ -67,6 +67,17 @@ impl Mbarrier {
         }));
     }
 
+    /// `mbarrier.expect_tx`: `tx_bytes` more bytes to wait for in the current phase, without
+    /// arriving.
+    #[track_caller]
+    pub fn expect_tx(self, tx_bytes: impl IntoVal<u32>) {
+        let bar = self.operand();
+        emit_effect(Op::Mbarrier(MbarrierOp::ExpectTx {
+            bar,
+            tx_bytes: tx_bytes.operand(),
+        }));
+    }
+
     /// Blocks until the phase of parity `parity` (0 or 1) has completed.
     #[track_caller]
     pub fn wait(self, parity: impl IntoVal<u32>) {

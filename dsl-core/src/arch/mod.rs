@@ -2,6 +2,7 @@
 //! records one or a few IR ops; ops a target lacks are trace errors naming op and target.
 
 pub mod cluster;
+pub mod copy;
 pub mod cvt;
 pub mod mbarrier;
 pub mod memory;
@@ -11,6 +12,7 @@ pub mod sm100;
 pub mod sm90;
 pub mod sync;
 pub mod thread;
+pub mod tma;
 
 use crate::ir::Operand;
 use crate::trace::Pred;

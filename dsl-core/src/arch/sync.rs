@@ -1,7 +1,8 @@
-//! CTA barriers and memory fences.
+//! CTA barriers (whole-CTA and named), memory fences, and warpgroup register budgets.
 
-use crate::ir::{FenceKind, Op, SyncOp};
+use crate::ir::{FenceKind, Op, SourceLoc, SyncOp};
 use crate::trace::val::emit_effect;
+use crate::trace::{trace_error_at, with_builder};
 
 /// `bar.sync 0`: every thread of the CTA waits here; earlier shared-memory writes are
 /// visible to every thread after it.
@@ -22,4 +23,84 @@ pub fn fence_proxy_async_shared() {
 #[track_caller]
 pub fn fence_acq_rel_cluster() {
     emit_effect(Op::Sync(SyncOp::Fence(FenceKind::AcqRelCluster)));
+}
+
+/// A named CTA barrier (`bar.sync id, threads` / `bar.arrive id, threads`) between a subset
+/// of the CTA's warps: roles that hand work to each other without stopping the rest of the
+/// CTA. `threads` counts every participant, waiting and arriving; id 0 is
+/// [`sync_threads`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedBarrier {
+    id: u32,
+    threads: u32,
+}
+
+impl NamedBarrier {
+    /// Barrier `id` (1..16) for `threads` threads (a positive multiple of 32).
+    #[track_caller]
+    pub fn new(id: u32, threads: u32) -> Self {
+        let loc = SourceLoc::caller();
+        if !(1..16).contains(&id) {
+            trace_error_at(
+                format!("named barrier id {id}: use 1..16 (0 is the CTA-wide barrier)"),
+                loc,
+            );
+        }
+        let cta = with_builder(|b| b.launch.threads.iter().product::<u32>());
+        if threads == 0 || threads % 32 != 0 || (cta > 0 && threads > cta) {
+            trace_error_at(
+                format!(
+                    "named barrier {id} for {threads} threads: the count is a positive multiple \
+                     of 32 (whole warps), at most the CTA's {cta}"
+                ),
+                loc,
+            );
+        }
+        NamedBarrier { id, threads }
+    }
+
+    /// Arrives and waits until all `threads` have arrived.
+    #[track_caller]
+    pub fn sync(self) {
+        self.emit(true);
+    }
+
+    /// Arrives without waiting (a producer signalling consumers that `sync`).
+    #[track_caller]
+    pub fn arrive(self) {
+        self.emit(false);
+    }
+
+    #[track_caller]
+    fn emit(self, wait: bool) {
+        emit_effect(Op::Sync(SyncOp::NamedBarrier {
+            id: self.id,
+            threads: self.threads,
+            wait,
+        }));
+    }
+}
+
+/// `setmaxnreg.inc` (`increase`) or `.dec` to `regs` registers per thread, executed by all
+/// four warps of a warpgroup: warp roles with little state (a TMA producer) give registers
+/// to roles with large accumulators. The kernel must fix its entry register count
+/// (`max_regs`, or `threads` with `min_ctas_per_sm`), or ptxas ignores the request.
+#[track_caller]
+pub fn set_max_nreg(regs: u32, increase: bool) {
+    let loc = SourceLoc::caller();
+    if !(24..=256).contains(&regs) || regs % 8 != 0 {
+        trace_error_at(
+            format!("setmaxnreg {regs}: the count is a multiple of 8 in 24..=256"),
+            loc,
+        );
+    }
+    let fixed = with_builder(|b| b.launch.max_regs.is_some() || b.launch.min_ctas_per_sm.is_some());
+    if !fixed {
+        trace_error_at(
+            "setmaxnreg needs a known register count at kernel entry: call `max_regs(..)` or \
+             `min_ctas_per_sm(..)` before it (ptxas would ignore it, C7508)",
+            loc,
+        );
+    }
+    emit_effect(Op::Sync(SyncOp::SetMaxNreg { regs, increase }));
 }

@@ -475,6 +475,13 @@ struct Compiler<'k> {
 }
 
 impl Compiler<'_> {
+    fn not_yet(&self, inst: &Inst) -> InterpError {
+        self.err(
+            inst,
+            format!("`{}` is not run by the interpreter yet", inst.op.name()),
+        )
+    }
+
     fn err(&self, inst: &Inst, message: String) -> InterpError {
         InterpError::Compile {
             kernel: self.kernel.name.clone(),
@@ -689,7 +696,11 @@ impl Compiler<'_> {
                 }
             }
             Op::Mem(op) => self.mem(inst, op)?,
+            Op::Copy(_) => return Err(self.not_yet(inst)),
             Op::Sync(op) => match op {
+                SyncOp::NamedBarrier { .. } | SyncOp::SetMaxNreg { .. } => {
+                    return Err(self.not_yet(inst));
+                }
                 SyncOp::ReadSpecial { dst, reg } => Ins::Special {
                     d: self.reg(*dst),
                     reg: *reg,
@@ -724,6 +735,7 @@ impl Compiler<'_> {
                 | SyncOp::GridDepLaunchDependents => Ins::Nop,
             },
             Op::Mbarrier(op) => match op {
+                MbarrierOp::ExpectTx { .. } => return Err(self.not_yet(inst)),
                 MbarrierOp::Init { bar, count } => Ins::MbarInit {
                     bar: self.opnd(bar),
                     count: self.opnd(count),
@@ -989,6 +1001,7 @@ impl Compiler<'_> {
             }
         };
         Ok(match op {
+            MemOp::ParamAddress { .. } => return Err(self.not_yet(inst)),
             MemOp::LdParam { dst, param, offset } => {
                 let Some(p) = self.kernel.params.get(*param as usize) else {
                     return Err(self.err(inst, format!("parameter #{param} does not exist")));

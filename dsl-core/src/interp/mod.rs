@@ -121,6 +121,8 @@ pub enum Arg {
     F32(f32),
     Pred(bool),
     Tensor(TensorArg),
+    /// A TMA tensor map whose global address is in this run's [`Memory`].
+    TensorMap(crate::tensor_map::TensorMapDesc),
 }
 
 /// A tensor argument: a buffer (from a byte offset) with extents and strides in elements,
@@ -162,6 +164,7 @@ impl Arg {
             Arg::F32(_) => "f32",
             Arg::Pred(_) => "pred",
             Arg::Tensor(_) => "tensor",
+            Arg::TensorMap(_) => "tensor map",
         }
     }
 }
@@ -356,6 +359,22 @@ fn bind_params(kernel: &Kernel, mem: &Memory, args: &[Arg]) -> Result<Vec<Vec<u8
             }
             (ParamKind::Tensor { elem, rank }, _) => {
                 return Err(mismatch(format!("a rank-{rank} {} tensor", elem.name())));
+            }
+            (ParamKind::TensorMap { elem, rank }, Arg::TensorMap(m)) => {
+                if m.elem() != elem || m.rank() != rank as usize {
+                    return Err(err(format!(
+                        "parameter #{i} `{}` is a rank-{rank} {} tensor map, got a {m}",
+                        p.name,
+                        elem.name()
+                    )));
+                }
+                m.to_interp_bytes().to_vec()
+            }
+            (ParamKind::TensorMap { elem, rank }, _) => {
+                return Err(mismatch(format!(
+                    "a rank-{rank} {} tensor map",
+                    elem.name()
+                )));
             }
         };
         out.push(bytes);

@@ -10,6 +10,9 @@ pub enum MbarrierOp {
     Arrive { bar: Operand },
     /// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], tx`.
     ArriveExpectTx { bar: Operand, tx_bytes: Operand },
+    /// `mbarrier.expect_tx.shared::cta.b64 [bar], tx`: `tx_bytes` more bytes to wait for,
+    /// without arriving.
+    ExpectTx { bar: Operand, tx_bytes: Operand },
     /// `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [bar]` on a `mapa` address.
     ArriveCluster { bar: Operand },
     /// Blocks until the phase with parity `parity` has completed (a `try_wait.parity` loop).
@@ -24,7 +27,8 @@ impl MbarrierOp {
                 visit_operand(count, f);
             }
             MbarrierOp::Arrive { bar } | MbarrierOp::ArriveCluster { bar } => visit_operand(bar, f),
-            MbarrierOp::ArriveExpectTx { bar, tx_bytes } => {
+            MbarrierOp::ArriveExpectTx { bar, tx_bytes }
+            | MbarrierOp::ExpectTx { bar, tx_bytes } => {
                 visit_operand(bar, f);
                 visit_operand(tx_bytes, f);
             }
@@ -38,9 +42,9 @@ impl MbarrierOp {
     pub(crate) fn requirement(&self) -> Requirement {
         match self {
             MbarrierOp::Init { .. } | MbarrierOp::Arrive { .. } => Requirement::all(7, 8),
-            MbarrierOp::ArriveExpectTx { .. } | MbarrierOp::ArriveCluster { .. } => {
-                Requirement::all(8, 0)
-            }
+            MbarrierOp::ArriveExpectTx { .. }
+            | MbarrierOp::ExpectTx { .. }
+            | MbarrierOp::ArriveCluster { .. } => Requirement::all(8, 0),
             MbarrierOp::WaitParity { .. } => Requirement::all(7, 8),
         }
     }
@@ -50,6 +54,7 @@ impl MbarrierOp {
             MbarrierOp::Init { .. } => "mbarrier.init",
             MbarrierOp::Arrive { .. } => "mbarrier.arrive",
             MbarrierOp::ArriveExpectTx { .. } => "mbarrier.arrive.expect_tx",
+            MbarrierOp::ExpectTx { .. } => "mbarrier.expect_tx",
             MbarrierOp::ArriveCluster { .. } => "mbarrier.arrive.release.cluster",
             MbarrierOp::WaitParity { .. } => "mbarrier.try_wait.parity",
         }

@@ -59,6 +59,9 @@ pub enum MemOp {
     CvtaGlobal { dst: Reg, src: Reg },
     /// `mov.u32 dst, smem`: the shared::cta address of the dynamic shared memory.
     SmemBase { dst: Reg },
+    /// `cvta.param.u64 dst, param`: the generic address of a parameter, for the tensor-map
+    /// operand of TMA copies (a `__grid_constant__` map stays in parameter space).
+    ParamAddress { dst: Reg, param: u32 },
     /// A load of `dst.len()` (1, 2 or 4) consecutive elements from `[addr + offset]`. With a
     /// predicate, a false predicate performs no access and leaves `dst` unchanged.
     Ld {
@@ -84,7 +87,9 @@ pub enum MemOp {
 impl MemOp {
     pub(crate) fn visit_regs(&self, f: &mut dyn FnMut(Reg, bool)) {
         match self {
-            MemOp::LdParam { dst, .. } | MemOp::SmemBase { dst } => f(*dst, true),
+            MemOp::LdParam { dst, .. }
+            | MemOp::SmemBase { dst }
+            | MemOp::ParamAddress { dst, .. } => f(*dst, true),
             MemOp::CvtaGlobal { dst, src } => {
                 f(*src, false);
                 f(*dst, true);
@@ -128,6 +133,7 @@ impl MemOp {
                 space: Space::SharedCluster,
                 ..
             } => Requirement::all(7, 8),
+            MemOp::ParamAddress { .. } => Requirement::all(7, 7),
             _ => Requirement::all(7, 0),
         }
     }
@@ -137,6 +143,7 @@ impl MemOp {
             MemOp::LdParam { .. } => "ld.param",
             MemOp::CvtaGlobal { .. } => "cvta.to.global",
             MemOp::SmemBase { .. } => "mov (smem base)",
+            MemOp::ParamAddress { .. } => "cvta.param",
             MemOp::Ld { space, .. } => match space {
                 Space::Global => "ld.global",
                 Space::Shared => "ld.shared",

@@ -26,6 +26,7 @@
 
 pub mod alu;
 pub mod cluster;
+pub mod copy;
 pub mod cvt;
 pub mod mbarrier;
 pub mod memory;
@@ -37,6 +38,7 @@ use std::fmt;
 
 pub use alu::{AluOp, BinaryOp, CmpOp, Rounding, UnaryOp};
 pub use cluster::{ArriveSemantics, ClusterOp};
+pub use copy::{BulkWait, CopyOp};
 pub use cvt::{Bf16x2Arith, CvtOp};
 pub use mbarrier::MbarrierOp;
 pub use memory::{AccessTy, CacheHint, MemOp, Space};
@@ -170,6 +172,7 @@ pub enum Op {
     Alu(AluOp),
     Cvt(CvtOp),
     Mem(MemOp),
+    Copy(CopyOp),
     Sync(SyncOp),
     Mbarrier(MbarrierOp),
     Cluster(ClusterOp),
@@ -195,6 +198,7 @@ impl Op {
             Op::Alu(op) => op.visit_regs(f),
             Op::Cvt(op) => op.visit_regs(f),
             Op::Mem(op) => op.visit_regs(f),
+            Op::Copy(op) => op.visit_regs(f),
             Op::Sync(op) => op.visit_regs(f),
             Op::Mbarrier(op) => op.visit_regs(f),
             Op::Cluster(op) => op.visit_regs(f),
@@ -209,6 +213,7 @@ impl Op {
             Op::Alu(op) => op.requirement(),
             Op::Cvt(op) => op.requirement(),
             Op::Mem(op) => op.requirement(),
+            Op::Copy(op) => op.requirement(),
             Op::Sync(op) => op.requirement(),
             Op::Mbarrier(op) => op.requirement(),
             Op::Cluster(op) => op.requirement(),
@@ -223,6 +228,7 @@ impl Op {
             Op::Alu(op) => op.name(),
             Op::Cvt(op) => op.name(),
             Op::Mem(op) => op.name(),
+            Op::Copy(op) => op.name(),
             Op::Sync(op) => op.name(),
             Op::Mbarrier(op) => op.name(),
             Op::Cluster(op) => op.name(),
@@ -380,6 +386,9 @@ pub enum ParamKind {
     /// A tensor: one `.param .align 8 .b8 name[8 + 16 * rank]` holding the device address,
     /// then `rank` i64 extents, then `rank` i64 strides in elements.
     Tensor { elem: ElemTy, rank: u8 },
+    /// A TMA tensor map passed by value (`const __grid_constant__ CUtensorMap`):
+    /// `.param .align 64 .b8 name[128]`, read only by the copy engine.
+    TensorMap { elem: ElemTy, rank: u8 },
 }
 
 impl ParamKind {
@@ -388,6 +397,7 @@ impl ParamKind {
         match self {
             ParamKind::Scalar(ty) => (ty.bits() / 8) as usize,
             ParamKind::Tensor { rank, .. } => 8 + 16 * rank as usize,
+            ParamKind::TensorMap { .. } => TENSOR_MAP_BYTES,
         }
     }
 
@@ -395,9 +405,15 @@ impl ParamKind {
         match self {
             ParamKind::Scalar(ty) => (ty.bits() / 8) as usize,
             ParamKind::Tensor { .. } => 8,
+            ParamKind::TensorMap { .. } => TENSOR_MAP_ALIGN,
         }
     }
 }
+
+/// Bytes of a tensor-map parameter (`CUtensorMap`).
+pub const TENSOR_MAP_BYTES: usize = 128;
+/// The alignment of a tensor-map parameter: `CUtensorMap` is 64-byte aligned.
+pub const TENSOR_MAP_ALIGN: usize = 64;
 
 /// A kernel parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]

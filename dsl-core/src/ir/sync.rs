@@ -77,6 +77,20 @@ pub enum SyncOp {
     BarSync {
         id: u32,
     },
+    /// `bar.sync id, threads;` or `bar.arrive id, threads;`: a named barrier between a
+    /// subset of the CTA (`threads`, a multiple of 32, counts both sides). `bar.arrive`
+    /// does not wait.
+    NamedBarrier {
+        id: u32,
+        threads: u32,
+        wait: bool,
+    },
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs;`: the warpgroup's register budget
+    /// becomes `regs` per thread.
+    SetMaxNreg {
+        regs: u32,
+        increase: bool,
+    },
     /// `shfl.sync.mode.b32 dst, src, b, c, 0xffffffff` with the full warp participating.
     Shfl {
         mode: ShflMode,
@@ -116,6 +130,8 @@ impl SyncOp {
                 f(*dst, true);
             }
             SyncOp::BarSync { .. }
+            | SyncOp::NamedBarrier { .. }
+            | SyncOp::SetMaxNreg { .. }
             | SyncOp::Fence(_)
             | SyncOp::GridDepWait
             | SyncOp::GridDepLaunchDependents => {}
@@ -129,6 +145,8 @@ impl SyncOp {
                 ..
             } => Requirement::all(7, 8),
             SyncOp::ReadSpecial { .. } | SyncOp::BarSync { .. } => Requirement::all(7, 0),
+            SyncOp::NamedBarrier { .. } => Requirement::all(7, 0),
+            SyncOp::SetMaxNreg { .. } => Requirement::all(8, 0),
             SyncOp::Shfl { .. } | SyncOp::Ballot { .. } => Requirement::all(7, 0),
             SyncOp::Elect { .. } => Requirement::all(8, 0),
             SyncOp::Fence(FenceKind::AcqRelCluster) => Requirement::all(7, 8),
@@ -141,6 +159,12 @@ impl SyncOp {
         match self {
             SyncOp::ReadSpecial { .. } => "mov (special register)",
             SyncOp::BarSync { .. } => "bar.sync",
+            SyncOp::NamedBarrier { wait: true, .. } => "bar.sync (named)",
+            SyncOp::NamedBarrier { wait: false, .. } => "bar.arrive",
+            SyncOp::SetMaxNreg { increase: true, .. } => "setmaxnreg.inc",
+            SyncOp::SetMaxNreg {
+                increase: false, ..
+            } => "setmaxnreg.dec",
             SyncOp::Shfl { .. } => "shfl.sync",
             SyncOp::Ballot { .. } => "vote.sync.ballot",
             SyncOp::Elect { .. } => "elect.sync",

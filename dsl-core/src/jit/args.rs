@@ -8,6 +8,7 @@ use crate::ir::{ElemTy, Param, ParamKind, Ty, tensor_param};
 use crate::trace::Element;
 
 use super::JitError;
+use super::tensor_map::EncodedTensorMap;
 
 /// Highest tensor rank an argument can carry inline.
 pub const MAX_TENSOR_RANK: usize = 8;
@@ -26,6 +27,8 @@ pub enum KernelArg {
     I64(i64),
     F32(f32),
     Tensor(TensorArg),
+    /// A TMA tensor map, passed by value.
+    TensorMap(EncodedTensorMap),
 }
 
 impl From<u32> for KernelArg {
@@ -53,6 +56,11 @@ impl From<f32> for KernelArg {
         KernelArg::F32(v)
     }
 }
+impl From<EncodedTensorMap> for KernelArg {
+    fn from(m: EncodedTensorMap) -> Self {
+        KernelArg::TensorMap(m)
+    }
+}
 impl From<TensorArg> for KernelArg {
     fn from(t: TensorArg) -> Self {
         KernelArg::Tensor(t)
@@ -72,6 +80,10 @@ impl KernelArg {
                 elem: t.elem,
                 rank: t.rank,
             },
+            KernelArg::TensorMap(m) => ParamKind::TensorMap {
+                elem: m.elem(),
+                rank: m.rank(),
+            },
         }
     }
 
@@ -84,6 +96,7 @@ impl KernelArg {
             KernelArg::I64(v) => out.copy_from_slice(&v.to_le_bytes()),
             KernelArg::F32(v) => out.copy_from_slice(&v.to_le_bytes()),
             KernelArg::Tensor(t) => tensor_param::write(out, t.ptr, t.extents(), t.strides()),
+            KernelArg::TensorMap(m) => out.copy_from_slice(m.bytes()),
         }
     }
 }
@@ -152,6 +165,9 @@ impl fmt::Display for KindName {
             ParamKind::Scalar(Ty::S64) => f.write_str("i64"),
             ParamKind::Scalar(ty) => f.write_str(ty.ptx()),
             ParamKind::Tensor { elem, rank } => write!(f, "a rank-{rank} {} tensor", elem.name()),
+            ParamKind::TensorMap { elem, rank } => {
+                write!(f, "a rank-{rank} {} tensor map", elem.name())
+            }
         }
     }
 }
@@ -165,8 +181,8 @@ pub struct ParamBuffer {
     len: usize,
 }
 
-/// Parameter storage aligned for the widest field (8-byte addresses and extents).
-#[repr(C, align(8))]
+/// Parameter storage aligned for the widest field (a 64-byte aligned tensor map).
+#[repr(C, align(64))]
 struct AlignedBytes([u8; MAX_PARAM_BYTES]);
 
 impl ParamBuffer {

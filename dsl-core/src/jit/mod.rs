@@ -62,6 +62,7 @@ mod device;
 mod error;
 mod kernel;
 mod launch;
+mod tensor_map;
 mod testing;
 
 pub use args::{KernelArg, MAX_PARAM_BYTES, MAX_PARAMS, MAX_TENSOR_RANK, ParamBuffer, TensorArg};
@@ -71,4 +72,5 @@ pub use device::{
 pub use error::JitError;
 pub use kernel::{KernelInfo, LoadedKernel};
 pub use launch::{Launch, LaunchShape};
+pub use tensor_map::{EncodedTensorMap, encode as encode_tensor_map};
 pub use testing::{REQUIRE_GPU_ENV, test_device};

@@ -68,6 +68,7 @@ pub(crate) enum EntryValue {
     Special(SpecialReg),
     Param { index: u32, offset: u32 },
     GlobalAddress { index: u32 },
+    ParamAddress { index: u32 },
     SmemBase,
     WarpIdUniform,
 }

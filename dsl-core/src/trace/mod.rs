@@ -5,7 +5,7 @@
 //! trace runs on one thread at a time through a thread-local `Builder`; the `#[kernel]`
 //! macro wraps the body in [`trace_kernel`].
 
-mod builder;
+pub(crate) mod builder;
 pub mod control;
 pub mod param;
 pub mod smem;
@@ -15,6 +15,7 @@ use std::fmt;
 
 pub use builder::{current_target, trace_kernel};
 pub(crate) use builder::{entry_special, entry_warp_id, with_builder};
+
 pub use control::{Carry, Cond, DynRange, dyn_range};
 pub use param::{E4m3, Element, GlobalPtr, KernelParam, Tensor};
 pub use smem::{

@@ -4,6 +4,7 @@
 //! Registers keep their trace order within each class (`%r`, `%rd`, `%f`, `%h`, `%p`), so a
 //! change to one stage of a kernel renames little elsewhere in a snapshot diff.
 
+mod copy;
 mod ops;
 mod sm100;
 mod sm90;
@@ -174,6 +175,13 @@ impl<'k> Printer<'k> {
                 ParamKind::Scalar(ty) => format!(".param .{} {}{sep}", param_ty(ty), p.name),
                 ParamKind::Tensor { elem, rank } => format!(
                     ".param .align 8 .b8 {}[{}]{sep}    // {} tensor, rank {rank}: address, extents, strides",
+                    p.name,
+                    p.kind.bytes(),
+                    elem.name()
+                ),
+                ParamKind::TensorMap { elem, rank } => format!(
+                    ".param .align {} .b8 {}[{}]{sep}    // {} tensor map, rank {rank}",
+                    crate::ir::TENSOR_MAP_ALIGN,
                     p.name,
                     p.kind.bytes(),
                     elem.name()

@@ -11,6 +11,7 @@ pub(super) fn inst(p: &mut Printer, op: &Op) {
         Op::Alu(op) => alu(p, op),
         Op::Cvt(op) => cvt(p, op),
         Op::Mem(op) => mem(p, op),
+        Op::Copy(op) => super::copy::copy(p, op),
         Op::Sync(op) => sync(p, op),
         Op::Mbarrier(op) => mbarrier(p, op),
         Op::Cluster(op) => cluster(p, op),
@@ -309,7 +310,7 @@ fn vector(n: usize) -> &'static str {
     }
 }
 
-fn address(p: &Printer, addr: &Operand, offset: i32) -> String {
+pub(super) fn address(p: &Printer, addr: &Operand, offset: i32) -> String {
     let base = match addr {
         Operand::Reg(r) => p.reg(*r),
         Operand::Imm(a) => format!("{a}"),
@@ -349,6 +350,9 @@ fn mem(p: &mut Printer, op: &MemOp) {
             format!("cvta.to.global.u64 {}, {};", p.reg(*dst), p.reg(*src))
         }
         MemOp::SmemBase { dst } => format!("mov.u32 {}, smem;", p.reg(*dst)),
+        MemOp::ParamAddress { dst, param } => {
+            format!("cvta.param.u64 {}, {};", p.reg(*dst), p.param_name(*param))
+        }
         MemOp::Ld {
             space: s,
             ty,
@@ -418,6 +422,14 @@ fn sync(p: &mut Printer, op: &SyncOp) {
     let line = match op {
         SyncOp::ReadSpecial { dst, reg } => format!("mov.u32 {}, {};", p.reg(*dst), reg.ptx()),
         SyncOp::BarSync { id } => format!("bar.sync {id};"),
+        SyncOp::NamedBarrier { id, threads, wait } => {
+            let verb = if *wait { "sync" } else { "arrive" };
+            format!("bar.{verb} {id}, {threads};")
+        }
+        SyncOp::SetMaxNreg { regs, increase } => {
+            let dir = if *increase { "inc" } else { "dec" };
+            format!("setmaxnreg.{dir}.sync.aligned.u32 {regs};")
+        }
         SyncOp::Shfl {
             mode,
             dst,
@@ -479,6 +491,14 @@ fn mbarrier(p: &mut Printer, op: &MbarrierOp) {
         MbarrierOp::ArriveExpectTx { bar, tx_bytes } => {
             let line = format!(
                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, {}, {};",
+                bar_address(p, bar),
+                p.operand(*tx_bytes, Ty::U32)
+            );
+            p.line(&line)
+        }
+        MbarrierOp::ExpectTx { bar, tx_bytes } => {
+            let line = format!(
+                "mbarrier.expect_tx.shared::cta.b64 {}, {};",
                 bar_address(p, bar),
                 p.operand(*tx_bytes, Ty::U32)
             );

@@ -1,0 +1,89 @@
+//! Asynchronous copies without a tensor map: per-thread `cp.async` (sm_80+) and 1-D bulk
+//! copies through the copy engine (sm_90+), and the bulk groups that track stores.
+
+use super::mbarrier::Mbarrier;
+use super::memory::{Gmem, Smem};
+use crate::ir::{BulkWait, CopyOp, Op, Operand, SourceLoc};
+use crate::trace::val::emit_effect;
+use crate::trace::{IntoVal, Val, trace_error_at};
+
+/// `cp.async`: `bytes` (4, 8 or 16) from global `src` to shared `dst`, both aligned to
+/// `bytes`, completed by [`cp_async_commit`] and [`cp_async_wait`] in this thread. With
+/// `valid_bytes`, only that many are read and the rest of `dst` is zero-filled (a
+/// predicated or ragged edge).
+#[track_caller]
+pub fn cp_async(dst: Smem, src: Gmem, bytes: u32, valid_bytes: Option<Val<u32>>) {
+    if !matches!(bytes, 4 | 8 | 16) {
+        trace_error_at(
+            format!("cp.async copies 4, 8 or 16 bytes, not {bytes}"),
+            SourceLoc::caller(),
+        );
+    }
+    emit_effect(Op::Copy(CopyOp::CpAsync {
+        dst: Operand::Reg(dst.value().reg()),
+        src: Operand::Reg(src.value().reg()),
+        bytes,
+        src_bytes: valid_bytes.map(|v| v.operand()),
+    }));
+}
+
+/// `cp.async.commit_group`: closes this thread's group of `cp.async`s.
+#[track_caller]
+pub fn cp_async_commit() {
+    emit_effect(Op::Copy(CopyOp::CpAsyncCommit));
+}
+
+/// `cp.async.wait_group n`: waits until at most `n` of this thread's groups are in flight.
+/// Other threads see the data after a barrier.
+#[track_caller]
+pub fn cp_async_wait(n: u32) {
+    emit_effect(Op::Copy(CopyOp::CpAsyncWait { n }));
+}
+
+/// A 1-D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+/// global `src` to shared `dst`, completing `bytes` transactions on `bar`. Issued by one
+/// thread; arm `bar` with [`Mbarrier::arrive_expect_tx`] in the same phase.
+#[track_caller]
+pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) {
+    super::tma::check_smem_alignment(dst, "bulk copy destination");
+    let bytes = bytes.operand();
+    if let Operand::Imm(n) = bytes
+        && (n == 0 || n % 16 != 0)
+    {
+        trace_error_at(
+            format!("a bulk copy moves a positive multiple of 16 bytes, not {n}"),
+            SourceLoc::caller(),
+        );
+    }
+    emit_effect(Op::Copy(CopyOp::BulkLoad {
+        dst: Operand::Reg(dst.value().reg()),
+        src: Operand::Reg(src.value().reg()),
+        bytes,
+        bar: Operand::Reg(bar.addr_reg().reg()),
+    }));
+}
+
+/// `cp.async.bulk.commit_group`: closes this thread's group of bulk and tensor stores.
+#[track_caller]
+pub fn bulk_commit_group() {
+    emit_effect(Op::Copy(CopyOp::BulkCommit));
+}
+
+/// `cp.async.bulk.wait_group.read n`: at most `n` groups still read their shared-memory
+/// sources, so older sources may be rewritten.
+#[track_caller]
+pub fn bulk_wait_group_read(n: u32) {
+    emit_effect(Op::Copy(CopyOp::BulkWaitGroup {
+        n,
+        until: BulkWait::Read,
+    }));
+}
+
+/// `cp.async.bulk.wait_group n`: at most `n` groups are not yet visible in global memory.
+#[track_caller]
+pub fn bulk_wait_group(n: u32) {
+    emit_effect(Op::Copy(CopyOp::BulkWaitGroup {
+        n,
+        until: BulkWait::Written,
+    }));
+}
