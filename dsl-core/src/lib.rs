@@ -7,6 +7,7 @@ pub mod interp;
 pub mod ir;
 pub mod jit;
 pub mod layout;
+pub mod pipeline;
 pub mod ptxas;
 pub mod target;
 pub mod tensor_map;

@@ -216,7 +216,14 @@ fn assign_back(fx: &Effects, tuple: &TokenStream) -> TokenStream {
     if fx.assigned.is_empty() {
         quote!()
     } else {
-        quote!(#tuple = __dsl_state;)
+        // A carried variable need not be read after the loop or branch (a loop's state is
+        // often dead once it ends), so this write-back must not count as a dead store.
+        quote!(
+            #[allow(unused_assignments)]
+            {
+                #tuple = __dsl_state;
+            }
+        )
     }
 }
 

@@ -2,4 +2,5 @@
 
 pub mod basics;
 pub mod formats;
+pub mod gemm;
 pub mod swap_ab_decode;

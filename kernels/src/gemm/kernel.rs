@@ -1,0 +1,402 @@
+//! The GEMM kernel: `C[M, N] = A[M, K] . B[N, K]^T` in bf16 with f32 accumulation, written
+//! once for both targets.
+//!
+//! Roles (one CTA per SM, persistent over output tiles):
+//! - warpgroup 0, the producer: one elected thread walks the tiles and K-blocks and, per
+//!   stage, waits for the stage to be empty, arms its `full` barrier with the two boxes'
+//!   bytes and issues two TMA loads (A `[128, 64]`, B `[256, 64]`, 128-byte swizzled: the
+//!   canonical K-major layout the MMA reads). It keeps 40 registers.
+//! - sm_90a, warpgroups 1 and 2, the consumers: each owns 64 rows of the tile and runs
+//!   four `m64n256k16` wgmma per stage into 128 accumulator registers, then releases the
+//!   stage; after the last K-block it converts and stores its rows. They grow to 232
+//!   registers.
+//! - sm_100a, warpgroup 1: warp 0's elected thread issues four `M=128, N=256` tcgen05 MMAs
+//!   per stage into tensor memory and releases the stage with `tcgen05.commit`; after the
+//!   tile it commits to the accumulator barrier, and the four warps read their 32 TMEM
+//!   lanes each and store them.
+//!
+//! Ragged edges: the boxes are zero-filled past M, N and K by the copy engine, and the
+//! epilogue stores only elements inside C.
+
+use dsl_core::Target;
+use dsl_core::arch::Accumulate;
+use dsl_core::arch::cvt::f32x2_to_bf16x2;
+use dsl_core::arch::mbarrier::Mbarrier;
+use dsl_core::arch::memory::{Gmem, Smem, load, store, store_if};
+use dsl_core::arch::operand::{DescFormat, SmemOperand};
+use dsl_core::arch::sm90::wgmma;
+use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
+use dsl_core::arch::sync::{NamedBarrier, sync_threads};
+use dsl_core::arch::thread::{elect_one, lane_id, thread_idx_x, warp_id};
+use dsl_core::arch::tma::TensorMap;
+use dsl_core::layout::{Major, Swizzle, canonical};
+use dsl_core::pipeline::roles::{RegisterPlan, warp_in_warpgroup, warpgroup_index};
+use dsl_core::pipeline::scheduler::{Tile, TileScheduler};
+use dsl_core::pipeline::{PipelineState, TmaPipeline};
+use dsl_core::trace::{
+    Pred, SmemTile, Tensor, Val, current_target, dyn_range, min_ctas_per_sm, smem_alloc, smem_tile,
+    stage, threads,
+};
+use dsl_macros::{device, kernel};
+use half::bf16;
+
+use super::tiling::{TILE_K, Tiling};
+
+/// Registers per thread of the producer and of each consumer warpgroup (sm_90a): 128 x 40
+/// + 256 x 232 = 384 x 168, the entry budget of a 384-thread CTA alone on its SM.
+const PRODUCER_REGISTERS: u32 = 40;
+const CONSUMER_REGISTERS: u32 = 232;
+/// Tile rows of a band of the raster order, for L2 reuse of A and B.
+const GROUP_M: u32 = 8;
+
+/// What every role of the kernel reads: the operands, the shared-memory rings, the pipeline
+/// between the producer and the MMA role, and the tile schedule.
+struct Gemm {
+    tiling: Tiling,
+    a: TensorMap<bf16, 2>,
+    b: TensorMap<bf16, 2>,
+    c: Tensor<bf16, 2>,
+    a_ring: SmemTile,
+    b_ring: SmemTile,
+    pipe: TmaPipeline,
+    sched: TileScheduler,
+    k_tiles: Val<u32>,
+}
+
+/// `C = A . B^T`: `a` maps A `[M, K]` (dims `[K, M]`, box `[64, 128]`), `b` maps B
+/// `[N, K]` (dims `[K, N]`, box `[64, 256]`), both 128-byte swizzled; `c` is `[M, N]`
+/// with unit column stride; `k` is K.
+#[kernel]
+pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16, 2>, k: Val<u32>) {
+    let target = current_target();
+    let tiling = Tiling::for_target(target);
+    threads(tiling.threads(), 1, 1);
+    min_ctas_per_sm(1);
+    let a = a.with_box([TILE_K, tiling.tile_m]);
+    let b = b.with_box([TILE_K, tiling.tile_n]);
+    let a_ring = smem_tile(
+        "a",
+        canonical::k_major(
+            Swizzle::B128,
+            (tiling.tile_m * tiling.stages) as i64,
+            TILE_K as i64,
+            2,
+        )
+        .unwrap(),
+    );
+    let b_ring = smem_tile(
+        "b",
+        canonical::k_major(
+            Swizzle::B128,
+            (tiling.tile_n * tiling.stages) as i64,
+            TILE_K as i64,
+            2,
+        )
+        .unwrap(),
+    );
+    let pipe = match target {
+        // Every consumer warp releases a stage once its wgmma have read it.
+        Target::Sm90a => TmaPipeline::new(
+            "ab",
+            tiling.stages,
+            tiling.stage_tx_bytes(),
+            4 * tiling.consumers,
+        ),
+        Target::Sm100a => TmaPipeline::umma("ab", tiling.stages, tiling.stage_tx_bytes()),
+    };
+    let m = c.extent(0).cast::<u32>();
+    let n = c.extent(1).cast::<u32>();
+    let k_tiles = (k + (TILE_K - 1)) / TILE_K;
+    let sched = TileScheduler::new(
+        (m + (tiling.tile_m - 1)) / tiling.tile_m,
+        (n + (tiling.tile_n - 1)) / tiling.tile_n,
+        GROUP_M,
+    );
+    let g = Gemm {
+        tiling,
+        a,
+        b,
+        c,
+        a_ring,
+        b_ring,
+        pipe,
+        sched,
+        k_tiles,
+    };
+
+    stage("setup: barriers");
+    let tid = thread_idx_x();
+    if tid == 0 {
+        g.pipe.init();
+        g.a.prefetch();
+        g.b.prefetch();
+    }
+    match target {
+        Target::Sm90a => {
+            sync_threads();
+            let wg = warpgroup_index();
+            let plan = RegisterPlan::new(
+                &[PRODUCER_REGISTERS, CONSUMER_REGISTERS, CONSUMER_REGISTERS],
+                1,
+            );
+            if wg == 0 {
+                plan.enter(0, 1);
+                stage("producer: TMA loads");
+                produce(&g);
+            } else {
+                plan.enter(1, 1);
+                stage("consumers: wgmma and epilogue");
+                consume_wgmma(&g, wg - 1);
+            }
+        }
+        Target::Sm100a => {
+            let slot = smem_alloc("tmem_slot", 4, 16).addr();
+            let acc_full = Mbarrier::at(smem_alloc("acc_full", 8, 8).addr());
+            if tid == 0 {
+                acc_full.init(1u32);
+            }
+            let wg = warpgroup_index();
+            if wg == 1 {
+                if warp_in_warpgroup() == 0 {
+                    tcgen05::alloc(slot, tiling.tile_n);
+                }
+            }
+            tcgen05::fence_before_thread_sync();
+            sync_threads();
+            tcgen05::fence_after_thread_sync();
+            let tmem = TmemAddr::from_base(load::<u32, _>(slot));
+            if wg == 0 {
+                stage("producer: TMA loads");
+                produce(&g);
+            } else {
+                stage("MMA and epilogue: tcgen05");
+                consume_tcgen05(&g, tmem, acc_full);
+            }
+            tcgen05::fence_before_thread_sync();
+            sync_threads();
+            if wg == 1 {
+                if warp_in_warpgroup() == 0 {
+                    tcgen05::fence_after_thread_sync();
+                    tcgen05::dealloc(tmem, tiling.tile_n);
+                }
+            }
+        }
+    }
+}
+
+/// Whether K-step `ks` of K-block `kt` adds into the accumulator: all but the tile's very
+/// first step, which overwrites what the previous tile left.
+fn accumulates(ks: i64, kt: Val<u32>) -> Accumulate {
+    if ks == 0 {
+        Accumulate::Runtime(kt.gt(0u32))
+    } else {
+        Accumulate::Static(true)
+    }
+}
+
+/// Stage `st`'s slot of a ring of `bytes`-sized stages.
+#[device]
+fn stage_of(ring: &SmemTile, st: &PipelineState, bytes: u32) -> Smem {
+    ring.base() + st.index() * bytes
+}
+
+/// The producer warpgroup: warp 0's elected thread loads every K-block of every tile.
+#[device]
+fn produce(g: &Gemm) {
+    let (pipe, sched, tiling) = (&g.pipe, g.sched, g.tiling);
+    if warp_in_warpgroup() == 0 {
+        if elect_one() {
+            let mut st = pipe.producer_start();
+            let mut t = sched.first();
+            while sched.is_valid(t) {
+                let tile = sched.tile(t);
+                let row = tile.m * tiling.tile_m;
+                let col = tile.n * tiling.tile_n;
+                for kt in dyn_range(0u32, g.k_tiles) {
+                    let full = pipe.producer_acquire(&st);
+                    let k0 = kt * TILE_K;
+                    g.a.load(
+                        stage_of(&g.a_ring, &st, tiling.a_stage_bytes()),
+                        [k0.into(), row.into()],
+                        full,
+                    );
+                    g.b.load(
+                        stage_of(&g.b_ring, &st, tiling.b_stage_bytes()),
+                        [k0.into(), col.into()],
+                        full,
+                    );
+                    st = st.advance();
+                }
+                t = sched.next(t);
+            }
+            pipe.producer_tail(st);
+        }
+    }
+}
+
+/// A consumer warpgroup of sm_90a: rows `64 * group ..` of every tile.
+#[device]
+fn consume_wgmma(g: &Gemm, group: Val<u32>) {
+    let (pipe, sched, tiling) = (&g.pipe, g.sched, g.tiling);
+    let a_op = SmemOperand::new(&g.a_ring, Major::K, DescFormat::Gmma);
+    let b_op = SmemOperand::new(&g.b_ring, Major::K, DescFormat::Gmma);
+    let atom = wgmma::MmaF16Bf16Ss::bf16_for(tiling.tile_n, &a_op, &b_op);
+    let rows = group * a_op.block_offset(64, 0);
+    let acc = wgmma::Accumulator::zeros(tiling.tile_n);
+    let mut st = pipe.consumer_start();
+    let mut t = sched.first();
+    while sched.is_valid(t) {
+        let tile = sched.tile(t);
+        for kt in dyn_range(0u32, g.k_tiles) {
+            pipe.consumer_wait(&st);
+            let a_stage = st.index() * tiling.a_stage_bytes() + rows;
+            let b_stage = st.index() * tiling.b_stage_bytes();
+            wgmma::fence();
+            for ks in 0..(TILE_K / 16) as i64 {
+                let accumulate = accumulates(ks, kt);
+                atom.mma(
+                    &acc,
+                    a_op.at_mn(0).plus(a_stage),
+                    b_op.at_mn(0).plus(b_stage),
+                    ks,
+                    accumulate,
+                );
+            }
+            wgmma::commit_group();
+            wgmma::wait_group(0);
+            if lane_id() == 0 {
+                pipe.consumer_release(&st);
+            }
+            st = st.advance();
+        }
+        store_wgmma_tile(&acc, &g.c, tile, group, tiling);
+        t = sched.next(t);
+    }
+}
+
+/// Writes a consumer's 64 x 256 accumulator as bf16. Thread (warp w, lane l) holds rows
+/// `16 w + l / 4` and `+ 8`, columns `8 j + 2 (l % 4)` and `+ 1` for j in 0..32: each
+/// register pair is one 4-byte store, its column offset folded into the address.
+#[device]
+fn store_wgmma_tile(
+    acc: &wgmma::Accumulator,
+    c: &Tensor<bf16, 2>,
+    tile: Tile,
+    group: Val<u32>,
+    tiling: Tiling,
+) {
+    let lane = lane_id();
+    let row = tile.m * tiling.tile_m + group * 64 + (warp_id() & 3u32) * 16 + lane / 4;
+    let col = tile.n * tiling.tile_n + (lane % 4) * 2;
+    let m = c.extent(0).cast::<u32>();
+    let n = c.extent(1).cast::<u32>();
+    let ldc = c.stride(0).cast::<u32>();
+    let top = c.base() + (row.mul_wide(ldc) + col.mul_wide(1)) * 2u64;
+    let bottom = top + (ldc.mul_wide(8) * 2u64);
+    let whole = ((tile.m + 1) * tiling.tile_m).le(m) & ((tile.n + 1) * tiling.tile_n).le(n);
+    if whole {
+        for j in 0..(tiling.tile_n / 8) as usize {
+            store(
+                top + 16 * j as i64,
+                f32x2_to_bf16x2(acc.get(4 * j), acc.get(4 * j + 1)).bitcast::<u32>(),
+            );
+            store(
+                bottom + 16 * j as i64,
+                f32x2_to_bf16x2(acc.get(4 * j + 2), acc.get(4 * j + 3)).bitcast::<u32>(),
+            );
+        }
+    } else {
+        let top_in = row.lt(m);
+        let bottom_in = (row + 8).lt(m);
+        for j in 0..(tiling.tile_n / 8) as usize {
+            let col_in = (col + 8 * j as u32).lt(n);
+            store_if(
+                top + 16 * j as i64,
+                f32x2_to_bf16x2(acc.get(4 * j), acc.get(4 * j + 1)).bitcast::<u32>(),
+                top_in & col_in,
+            );
+            store_if(
+                bottom + 16 * j as i64,
+                f32x2_to_bf16x2(acc.get(4 * j + 2), acc.get(4 * j + 3)).bitcast::<u32>(),
+                bottom_in & col_in,
+            );
+        }
+    }
+}
+
+/// The MMA-and-epilogue warpgroup of sm_100a.
+#[device]
+fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
+    let (pipe, sched, tiling) = (&g.pipe, g.sched, g.tiling);
+    let a_op = SmemOperand::new(&g.a_ring, Major::K, DescFormat::Umma);
+    let b_op = SmemOperand::new(&g.b_ring, Major::K, DescFormat::Umma);
+    let atom = tcgen05::MmaF16Bf16Ss::bf16_for(tiling.tile_m, tiling.tile_n, &a_op, &b_op);
+    let warp = warp_in_warpgroup();
+    let mut st = pipe.consumer_start();
+    let mut acc_phase = Val::constant(0u32);
+    let mut t = sched.first();
+    while sched.is_valid(t) {
+        let tile = sched.tile(t);
+        if warp == 0 {
+            if elect_one() {
+                for kt in dyn_range(0u32, g.k_tiles) {
+                    pipe.consumer_wait(&st);
+                    let a_stage = st.index() * tiling.a_stage_bytes();
+                    let b_stage = st.index() * tiling.b_stage_bytes();
+                    tcgen05::fence_after_thread_sync();
+                    for ks in 0..(TILE_K / 16) as i64 {
+                        let accumulate = accumulates(ks, kt);
+                        atom.mma(
+                            tmem,
+                            a_op.at_mn(0).plus(a_stage),
+                            b_op.at_mn(0).plus(b_stage),
+                            ks,
+                            accumulate,
+                        );
+                    }
+                    pipe.consumer_release(&st);
+                    st = st.advance();
+                }
+                tcgen05::commit(acc_full);
+            }
+        }
+        acc_full.wait(acc_phase);
+        acc_phase ^= 1u32;
+        tcgen05::fence_after_thread_sync();
+        store_tmem_tile(&g.c, tile, tmem, tiling);
+        // The next tile's first MMA overwrites the accumulator: every warp has read it.
+        tcgen05::fence_before_thread_sync();
+        NamedBarrier::new(1, 128).sync();
+        tcgen05::fence_after_thread_sync();
+        t = sched.next(t);
+    }
+}
+
+/// Reads a 128 x 256 f32 accumulator from TMEM (warp w: lanes 32 w ..) and stores it as
+/// bf16, 32 columns at a time.
+#[device]
+fn store_tmem_tile(c: &Tensor<bf16, 2>, tile: Tile, tmem: TmemAddr, tiling: Tiling) {
+    let warp = warp_in_warpgroup();
+    let row = tile.m * tiling.tile_m + warp * 32 + lane_id();
+    let m = c.extent(0).cast::<u32>();
+    let n = c.extent(1).cast::<u32>();
+    let ldc = c.stride(0).cast::<u32>();
+    let base: Gmem = c.base() + (row.mul_wide(ldc) + (tile.n * tiling.tile_n).mul_wide(1)) * 2u64;
+    let row_in: Pred = row.lt(m);
+    for chunk in 0..(tiling.tile_n / 32) {
+        let words = tcgen05::ld_32x32b(tmem.column(32 * chunk).warp_quadrant(warp), 32);
+        tcgen05::wait_ld();
+        for p in 0..16u32 {
+            let col = tile.n * tiling.tile_n + 32 * chunk + 2 * p;
+            let pair = f32x2_to_bf16x2(
+                words[2 * p as usize].bitcast::<f32>(),
+                words[2 * p as usize + 1].bitcast::<f32>(),
+            );
+            store_if(
+                base + (4 * (16 * chunk + p)) as i64,
+                pair.bitcast::<u32>(),
+                row_in & col.lt(n),
+            );
+        }
+    }
+}
