@@ -9,6 +9,7 @@ pub mod jit;
 pub mod layout;
 pub mod ptxas;
 pub mod target;
+pub mod tensor;
 pub mod trace;
 
 pub use target::Target;

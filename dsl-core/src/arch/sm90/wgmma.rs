@@ -6,9 +6,7 @@
 //! checked form of [`mma_async_rs`].
 
 use crate::arch::Accumulate;
-use crate::arch::operand::{
-    DescFormat, MnBlock, OperandExpectation, SmemOperand, check_a_and_b,
-};
+use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand, check_a_and_b};
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc, Ty, WgmmaOp};
 use crate::layout::{Major, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 use crate::trace::val::emit_effect;
