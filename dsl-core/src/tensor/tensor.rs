@@ -533,3 +533,98 @@ impl<E> Tensor<E, Regs> {
         &self.engine.regs
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::Target;
+    use crate::layout::{Layout, Swizzle, canonical};
+    use crate::trace::{smem_tile, threads, trace_kernel};
+    use half::bf16;
+
+    /// Runs `body` inside a trace (tensor operations record instructions).
+    fn traced(body: impl FnOnce()) {
+        trace_kernel("tensor_algebra", Target::Sm90a, || {
+            threads(128, 1, 1);
+            body()
+        })
+        .unwrap();
+    }
+
+    /// Every byte offset a swizzled tile's tensor gives, by flat index, with static
+    /// coordinates (so everything folds to the trace-time part of the address).
+    fn offsets(t: &super::Tensor<bf16, super::Shared>) -> Vec<i64> {
+        let size = t.static_size().unwrap();
+        (0..size)
+            .map(|i| t.at(crate::layout::IntTuple::from(i)).offset() - t.engine.base.offset())
+            .collect()
+    }
+
+    #[test]
+    fn swizzled_offsets_agree_with_the_composed_layout() {
+        traced(|| {
+            let layout = canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap();
+            let t = smem_tile("t", layout.clone()).tensor::<bf16>();
+            for r in [0, 5, 17, 63] {
+                for c in [0, 9, 64, 127] {
+                    let got = t.at((r, c)).offset() - t.engine.base.offset();
+                    assert_eq!(got, layout.byte_offset_at(&[r, c]).unwrap(), "({r}, {c})");
+                    // Slicing a mode and indexing the rest is indexing.
+                    let row = t.slice(0, r);
+                    assert_eq!(row.at(c).offset(), t.at((r, c)).offset());
+                }
+            }
+        });
+    }
+
+    /// Tiles, then thread partitions of each tile (with and without vectors), cover every
+    /// element of the tensor exactly once.
+    #[test]
+    fn tiles_and_partitions_cover_every_element_once() {
+        traced(|| {
+            let layout = canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap();
+            let t = smem_tile("t", layout).tensor::<bf16>();
+            let all: Vec<i64> = offsets(&t);
+            for (threads, vector) in [
+                ("(8,16):(16,1)", [1, 1]),
+                ("(32,4):(1,32)", [1, 8]),
+                ("(16,8):(8,1)", [2, 4]),
+            ] {
+                let threads: Layout = threads.parse().unwrap();
+                let mut seen: HashMap<i64, u32> = HashMap::new();
+                for tm in 0..2i64 {
+                    for tk in 0..2i64 {
+                        let tile = t.local_tile(&[32, 64], (tm, tk));
+                        for thread in 0..128i64 {
+                            let part = tile.local_partition(&threads, thread, Some(&vector));
+                            for o in offsets(&part) {
+                                *seen.entry(o).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+                assert_eq!(seen.len(), all.len(), "{threads}");
+                assert!(seen.values().all(|&n| n == 1), "{threads}");
+                assert!(all.iter().all(|o| seen.contains_key(o)), "{threads}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_tiler_that_does_not_divide_is_a_trace_error() {
+        let e = trace_kernel("bad_tile", Target::Sm90a, || {
+            threads(128, 1, 1);
+            let t = smem_tile("t", canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap())
+                .tensor::<bf16>();
+            let _ = t.local_tile(&[48, 64], (0, 0));
+        })
+        .unwrap_err();
+        assert!(
+            e.diagnostics[0]
+                .message
+                .contains("a block of 48 does not divide"),
+            "{e}"
+        );
+    }
+}
