@@ -4,7 +4,7 @@
 
 use super::compose::gcd;
 use super::engine::{MemEngine, Regs};
-use super::tensor::Tensor;
+use super::view::Tensor;
 use crate::arch::memory::{LoadOpts, load_with, store_with};
 use crate::ir::{Operand, Reg, Ty};
 use crate::layout::{IntTuple, Layout};

@@ -13,7 +13,7 @@
 use half::bf16;
 
 use super::engine::{Engine, Regs, Shared, Tmem};
-use super::tensor::Tensor;
+use super::view::Tensor;
 use crate::arch::Accumulate;
 use crate::arch::operand::{DescFormat, SmemOperand};
 use crate::arch::sm90::wgmma::{Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};

@@ -92,8 +92,8 @@ mod compose;
 mod copy;
 mod engine;
 pub mod mma;
-mod tensor;
+mod view;
 
 pub use engine::{Engine, Global, MemEngine, Regs, Shared, TensorInt, Tmem};
 pub use mma::{Tcgen05Tiled, WgmmaOperandA, WgmmaThread, WgmmaTiled};
-pub use tensor::{IntoCoord, Tensor};
+pub use view::{IntoCoord, Tensor};

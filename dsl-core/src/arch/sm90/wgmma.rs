@@ -137,11 +137,11 @@ pub fn mma_async(
     }));
 }
 
-/// `wgmma.mma_async.m64nNk16.f32.bf16.bf16` with A from registers (RS): acc (+)= A[64, 16]
-/// * B[16, N], A as four bf16 pairs a thread (the A fragment of ptx-reference.md §17:
-/// register j of lane l of warp w holds row `16 w + l / 4 + 8 (j & 1)`, columns
-/// `2 (l % 4) + 8 (j >> 1) + {0, 1}`). `trans_b`: 0 = K-major, 1 = N-major. The A registers
-/// must not be touched until a [`wait_group`] covers this MMA.
+/// `wgmma.mma_async.m64nNk16.f32.bf16.bf16` with A from registers (RS):
+/// `acc (+)= A[64, 16] . B[16, N]`, A as four bf16 pairs a thread (the A fragment of
+/// ptx-reference.md §17: register j of lane l of warp w holds row `16 w + l / 4 + 8 (j & 1)`,
+/// columns `2 (l % 4) + 8 (j >> 1) + {0, 1}`). `trans_b`: 0 = K-major, 1 = N-major. The A
+/// registers must not be touched until a [`wait_group`] covers this MMA.
 #[track_caller]
 pub fn mma_async_rs(
     acc: &Accumulator,

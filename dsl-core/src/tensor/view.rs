@@ -27,6 +27,9 @@ pub struct Tensor<E, En: Engine> {
     pub(crate) _elem: PhantomData<fn() -> E>,
 }
 
+/// A new offset (added), layout and runtime-offset alignment for a view, or why not.
+pub(crate) type Rebase<D> = Result<(Affine<D>, Layout<D>, i64), LayoutError>;
+
 impl<E, En: Engine> Clone for Tensor<E, En> {
     fn clone(&self) -> Self {
         Tensor {
@@ -132,11 +135,7 @@ impl<E, En: Engine> Tensor<E, En> {
     /// The same tensor with `offset` added and `layout` in place of the old one; a layout
     /// error is a trace error at the author's call (the result is then the unchanged view).
     #[track_caller]
-    pub(crate) fn rebased(
-        &self,
-        what: &str,
-        result: Result<(Affine<En::Int>, Layout<En::Int>, i64), LayoutError>,
-    ) -> Self {
+    pub(crate) fn rebased(&self, what: &str, result: Rebase<En::Int>) -> Self {
         match result {
             Ok((offset, layout, align)) => {
                 let dyn_align = match (self.offset.dynamic.is_some(), offset.dynamic.is_some()) {
