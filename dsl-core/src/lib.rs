@@ -10,6 +10,7 @@ pub mod layout;
 pub mod pipeline;
 pub mod ptxas;
 pub mod target;
+pub mod tensor;
 pub mod tensor_map;
 pub mod trace;
 

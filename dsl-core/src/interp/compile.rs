@@ -25,17 +25,27 @@ pub(crate) type Slot = u32;
 /// "No register" (an absent predicate or operand).
 pub(crate) const NONE: Slot = u32::MAX;
 
-/// A `wgmma.mma_async`: accumulator slots are `lists[list..list + n / 2]`; `a`, `b` hold
-/// the descriptors and `scale` scale-d; `ta`, `tb` are the transpose immediates.
+/// A `wgmma.mma_async`: accumulator slots are `lists[list..list + n / 2]`; `a` is A's
+/// descriptor or fragment, `b` holds B's descriptor and `scale` scale-d; `ta`, `tb` are the
+/// transpose immediates (`ta` is 0 for A in registers, which is K-major).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct WgMmaIns {
     pub(crate) n: u32,
     pub(crate) list: u32,
-    pub(crate) a: Slot,
+    pub(crate) a: WgA,
     pub(crate) b: Slot,
     pub(crate) scale: Slot,
     pub(crate) ta: u8,
     pub(crate) tb: u8,
+}
+
+/// Where a wgmma reads A.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WgA {
+    /// A shared-memory descriptor (SS).
+    Desc(Slot),
+    /// Four b32 registers, `lists[list..list + 4]` (RS).
+    Regs(u32),
 }
 
 /// One compiled op. Control flow is structured: `If`/`Else`/`EndIf` and
@@ -842,10 +852,41 @@ impl Compiler<'_> {
                     Ins::WgMma(WgMmaIns {
                         n: *n,
                         list: self.list(acc),
-                        a: self.opnd(a_desc),
+                        a: WgA::Desc(self.opnd(a_desc)),
                         b: self.opnd(b_desc),
                         scale: self.opnd(scale_d),
                         ta: *trans_a,
+                        tb: *trans_b,
+                    })
+                }
+                WgmmaOp::MmaAsyncRs {
+                    n,
+                    acc,
+                    a,
+                    b_desc,
+                    scale_d,
+                    trans_b,
+                } => {
+                    if !(8..=256).contains(n) || n % 8 != 0 || acc.len() != (*n / 2) as usize {
+                        return Err(self.err(
+                            inst,
+                            format!(
+                                "m64n{n}k16 needs N in 8..=256 (step 8) and N/2 accumulator \
+                                 registers, got {}",
+                                acc.len()
+                            ),
+                        ));
+                    }
+                    if *trans_b > 1 {
+                        return Err(self.err(inst, "transpose flags are 0 or 1".into()));
+                    }
+                    Ins::WgMma(WgMmaIns {
+                        n: *n,
+                        list: self.list(acc),
+                        a: WgA::Regs(self.list(a)),
+                        b: self.opnd(b_desc),
+                        scale: self.opnd(scale_d),
+                        ta: 0,
                         tb: *trans_b,
                     })
                 }

@@ -2,7 +2,7 @@
 //! collective over the four warps of a warpgroup, which meet at the op; the last to arrive
 //! runs it for all four. Accumulators count as pending until `wgmma.wait_group`.
 
-use super::compile::WgMmaIns;
+use super::compile::{WgA, WgMmaIns};
 use super::desc::{self, Elem, Major};
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Flow, Machine, Warp, fault, reg};
@@ -91,9 +91,15 @@ impl Machine<'_> {
         } = op;
         let first = w.cta * self.cfg.nwarps as usize + 4 * g;
         let own = w.id as usize % 4;
+        // A fragment in registers has no descriptor to agree on.
+        let a_desc_slot = match a {
+            WgA::Desc(s) => Some(s),
+            WgA::Regs(_) => None,
+        };
+        let a_desc_of = |regs: &[u64], l| a_desc_slot.map_or(0, |s| reg(regs, s, l));
         // Descriptors and scale-d are per thread but must agree across the warpgroup.
         let (ad, bd, sc) = (
-            reg(&w.regs, a, 0),
+            a_desc_of(&w.regs, 0),
             reg(&w.regs, b, 0),
             reg(&w.regs, scale, 0) & 1,
         );
@@ -104,7 +110,7 @@ impl Machine<'_> {
                 &cl.warps[first + i].regs
             };
             for l in 0..32 {
-                let got = (reg(regs, a, l), reg(regs, b, l), reg(regs, scale, l) & 1);
+                let got = (a_desc_of(regs, l), reg(regs, b, l), reg(regs, scale, l) & 1);
                 if got != (ad, bd, sc) {
                     return Err(fault(
                         self.prog,
@@ -137,27 +143,60 @@ impl Machine<'_> {
                 what,
             )
         };
-        let a_desc =
-            desc::decode_sm90(ad).map_err(|e| bad(format!("A descriptor {ad:#018x}: {e}")))?;
         let b_desc =
             desc::decode_sm90(bd).map_err(|e| bad(format!("B descriptor {bd:#018x}: {e}")))?;
         let major = |t: u8| if t == 1 { Major::Mn } else { Major::K };
         let issuer = self.cluster_thread(w, 0);
         let mut chunks = Vec::new();
-        let av = self.load_operand(
-            cl,
-            w,
-            issuer,
-            &Operand {
-                name: "operand A",
-                desc: a_desc,
-                major: major(ta),
-                rows: 64,
-                elem: Elem::Bf16,
-                negate: false,
-            },
-            &mut chunks,
-        )?;
+        let a_frag = match a {
+            WgA::Desc(_) => None,
+            WgA::Regs(list) => Some(&self.prog.lists[list as usize..list as usize + 4]),
+        };
+        let av = match a_frag {
+            None => {
+                let a_desc = desc::decode_sm90(ad)
+                    .map_err(|e| bad(format!("A descriptor {ad:#018x}: {e}")))?;
+                self.load_operand(
+                    cl,
+                    w,
+                    issuer,
+                    &Operand {
+                        name: "operand A",
+                        desc: a_desc,
+                        major: major(ta),
+                        rows: 64,
+                        elem: Elem::Bf16,
+                        negate: false,
+                    },
+                    &mut chunks,
+                )?
+            }
+            Some(frag) => {
+                let mut av = vec![0.0f64; 64 * 16];
+                for i in 0..4 {
+                    let regs = if i == own {
+                        &w.regs
+                    } else {
+                        &cl.warps[first + i].regs
+                    };
+                    for l in 0..32usize {
+                        // The A fragment of m64nNk16 (ptx-reference.md §17, CUTLASS
+                        // ALayout_64x16): register j of lane l of warp i holds row
+                        // 16i + l/4 + 8(j&1), columns 2(l%4) + 8(j>>1) + {0, 1} (low half
+                        // first).
+                        for (j, &s) in frag.iter().enumerate() {
+                            let word = reg(regs, s, l) as u32;
+                            let row = 16 * i + l / 4 + 8 * (j & 1);
+                            let col = 2 * (l % 4) + 8 * (j >> 1);
+                            for (h, bits) in [word & 0xffff, word >> 16].into_iter().enumerate() {
+                                av[row * 16 + col + h] = f32::from_bits(bits << 16) as f64;
+                            }
+                        }
+                    }
+                }
+                av
+            }
+        };
         let bv = self.load_operand(
             cl,
             w,
@@ -198,7 +237,9 @@ impl Machine<'_> {
                     *cell = super::alu::f32_bits(sum as f32);
                 }
             }
-            for &s in acc {
+            // PTX: neither the accumulator nor A's registers may be touched before a
+            // wait_group covers this MMA.
+            for &s in acc.iter().chain(a_frag.into_iter().flatten()) {
                 warp.add_pending(s);
                 warp.wg_uncommitted.push(s);
             }

@@ -140,6 +140,14 @@ impl<D: DynInt> Layout<D> {
         Ok(acc)
     }
 
+    /// The same layout over another dynamic type (a static layout as a tensor's layout).
+    pub fn lift<C: DynInt + From<D>>(self) -> Layout<C> {
+        Layout {
+            shape: self.shape.lift(),
+            stride: self.stride.lift(),
+        }
+    }
+
     /// The leaves as one flat tuple of modes, e.g. `((8,16),(64,8))` -> `(8,16,64,8)`.
     pub fn flatten(&self) -> Layout<D> {
         let shape = self.shape.leaves().into_iter().cloned().map(IntTuple::Leaf);

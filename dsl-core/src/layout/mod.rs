@@ -71,6 +71,7 @@ pub use algebra::Layout;
 pub use canonical::{CanonicalOperand, Major};
 pub use composed::ComposedLayout;
 pub use gmma_desc::{GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
+pub(crate) use int::Affine;
 pub use int::{DynInt, Int, StaticOnly};
 pub use int_tuple::IntTuple;
 pub use swizzle::Swizzle;

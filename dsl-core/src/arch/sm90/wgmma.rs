@@ -2,14 +2,15 @@
 //! in registers (n/2 f32 a thread, distributed over the 128 threads of a warpgroup).
 //!
 //! [`MmaF16Bf16Ss`] is the checked form of [`mma_async`], the same atom as
-//! `sm100::tcgen05::MmaF16Bf16Ss` for Hopper.
+//! `sm100::tcgen05::MmaF16Bf16Ss` for Hopper; [`MmaF16Bf16Rs`] (A from registers) is the
+//! checked form of [`mma_async_rs`].
 
 use crate::arch::Accumulate;
-use crate::arch::operand::{DescFormat, MnBlock, SmemOperand, check_a_and_b};
+use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand, check_a_and_b};
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc, Ty, WgmmaOp};
 use crate::layout::{Major, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 use crate::trace::val::emit_effect;
-use crate::trace::{Carry, Val, trace_error, with_builder};
+use crate::trace::{Bf16x2, Carry, Val, trace_error, with_builder};
 
 /// The f32 accumulator fragment of one `m64nNk16` MMA: registers updated in place by
 /// [`mma_async`]. Read a copy with [`Accumulator::get`] only after [`wait_group`].
@@ -49,6 +50,13 @@ impl Accumulator {
 
     pub fn n(&self) -> u32 {
         self.n
+    }
+
+    /// An accumulator over registers that already hold one (a slice of a larger register
+    /// fragment, `tensor::mma`): `regs` are the n / 2 registers in fragment order.
+    pub(crate) fn from_regs(n: u32, regs: Vec<Reg>) -> Self {
+        debug_assert_eq!(regs.len() as u32, n / 2, "n / 2 accumulator registers");
+        Accumulator { n, regs }
     }
 
     /// Registers a thread holds (n / 2).
@@ -125,6 +133,30 @@ pub fn mma_async(
         b_desc: Operand::Reg(b_desc.reg()),
         scale_d,
         trans_a,
+        trans_b,
+    }));
+}
+
+/// `wgmma.mma_async.m64nNk16.f32.bf16.bf16` with A from registers (RS):
+/// `acc (+)= A[64, 16] . B[16, N]`, A as four bf16 pairs a thread (the A fragment of
+/// ptx-reference.md §17: register j of lane l of warp w holds row `16 w + l / 4 + 8 (j & 1)`,
+/// columns `2 (l % 4) + 8 (j >> 1) + {0, 1}`). `trans_b`: 0 = K-major, 1 = N-major. The A
+/// registers must not be touched until a [`wait_group`] covers this MMA.
+#[track_caller]
+pub fn mma_async_rs(
+    acc: &Accumulator,
+    a: [Val<Bf16x2>; 4],
+    b_desc: Val<u64>,
+    scale_d: impl Into<Accumulate>,
+    trans_b: u8,
+) {
+    let scale_d = scale_d.into().operand();
+    emit_effect(Op::Wgmma(WgmmaOp::MmaAsyncRs {
+        n: acc.n,
+        acc: acc.regs.clone(),
+        a: a.map(|v| v.reg()),
+        b_desc: Operand::Reg(b_desc.reg()),
+        scale_d,
         trans_b,
     }));
 }
@@ -251,6 +283,81 @@ impl MmaF16Bf16Ss {
                 instr.imm_trans_a().unwrap_or(0) as u8,
                 instr.imm_trans_b().unwrap_or(0) as u8,
             );
+        }
+    }
+}
+
+/// `SM90_64xNx16_F32BF16BF16_RS`: `wgmma.mma_async.m64nNk16.f32.bf16.bf16` with A from
+/// registers and B in shared memory, as a checked atom: `acc[64, N] (+)= A[64, 16] .
+/// B[N, 16]^T` for one K-step. A is a per-thread fragment (four bf16 pairs, see
+/// [`mma_async_rs`]); [`MmaF16Bf16Rs::mma`] checks B as [`MmaF16Bf16Ss::mma`] does and the
+/// accumulator's N, reporting a mismatch as a trace error at the author's call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaF16Bf16Rs {
+    n: u32,
+    b_major: Major,
+    /// Absent when the shape is not one of the instruction's (reported at construction).
+    instr: Option<WgmmaInstr>,
+}
+
+impl MmaF16Bf16Rs {
+    /// `m64nNk16` bf16 x bf16 -> f32 with A in registers (K-major by definition) and B
+    /// stored `b_major`; N not a multiple of 8 in 8..=256 is a trace error here.
+    #[track_caller]
+    pub fn bf16(n: u32, b_major: Major) -> Self {
+        let instr = WgmmaInstr::new(WgmmaInput::Bf16, WgmmaAccumulator::F32, n)
+            .and_then(|i| i.with_a_in_registers())
+            .and_then(|i| i.with_b_major(b_major));
+        let instr = match instr {
+            Ok(i) => Some(i),
+            Err(e) => {
+                trace_error(format!("MmaF16Bf16Rs m64n{n}k16: {e}"));
+                None
+            }
+        };
+        MmaF16Bf16Rs { n, b_major, instr }
+    }
+
+    pub fn n(&self) -> u32 {
+        self.n
+    }
+
+    /// Issues K-step `k_step` of B with the A fragment `a` of the same 16 columns of K:
+    /// `acc (+)= A . B^T`. Every thread of the warpgroup calls it.
+    #[track_caller]
+    pub fn mma<'a>(
+        &self,
+        acc: &Accumulator,
+        a: [Val<Bf16x2>; 4],
+        b: impl Into<MnBlock<'a>>,
+        k_step: i64,
+        scale_d: impl Into<Accumulate>,
+    ) {
+        let b = b.into();
+        let name = format!("wgmma.mma_async m64n{}k16 (A in registers)", self.n);
+        let b_ok = b.check(
+            &OperandExpectation {
+                instr: &name,
+                role: "B",
+                dim: "N",
+                rows: i64::from(self.n),
+                major: self.b_major,
+                format: DescFormat::Gmma,
+            },
+            k_step,
+        );
+        let acc_ok = acc.n() == self.n;
+        if !acc_ok {
+            trace_error(format!(
+                "{name}: expects an accumulator of N = {} columns, got one of {}",
+                self.n,
+                acc.n()
+            ));
+        }
+        let Some(instr) = self.instr else { return };
+        if b_ok && acc_ok {
+            let trans_b = instr.imm_trans_b().unwrap_or(0) as u8;
+            mma_async_rs(acc, a, b.desc(k_step), scale_d, trans_b);
         }
     }
 }

@@ -1,0 +1,492 @@
+//! Tiled MMA: an MMA atom repeated over a CTA tile, and the per-thread (or per-warpgroup)
+//! views of A, B and C that issuing it needs, as CuTe's `TiledMMA` / `ThrMMA` give.
+//!
+//! - [`WgmmaTiled`] (sm_90a): `m64nNk16` over `warpgroups` consecutive warpgroups stacked
+//!   along M, each repeated down the tile's M and across its N; A from shared memory (SS)
+//!   or from registers (RS), B from shared memory, C in registers.
+//! - [`Tcgen05Tiled`] (sm_100a): `tcgen05.mma` with A and B in shared memory (SS) and C in
+//!   tensor memory, repeated across N.
+//!
+//! The C views come from the atoms' fragment layouts (`layout::fragment`) composed with the
+//! C tensor's layout, so a store of the accumulator needs no index arithmetic of its own.
+
+use half::bf16;
+
+use super::engine::{Engine, Regs, Shared, Tmem};
+use super::view::Tensor;
+use crate::arch::Accumulate;
+use crate::arch::operand::{DescFormat, SmemOperand};
+use crate::arch::sm90::wgmma::{Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};
+use crate::arch::sm100::tcgen05::{self, TmemAddr};
+use crate::ir::{AluOp, Op, Operand, SourceLoc, Ty};
+use crate::layout::fragment;
+use crate::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Major};
+use crate::trace::{Bf16x2, Val, trace_error, with_builder};
+
+/// A (thread, value) layout from per-leaf (row, col) steps, into the column-major index
+/// `row + rows * col` of a `rows`-row tile (the flat index a rank-2 tensor's layout takes).
+fn tv(thread: &[(i64, i64, i64)], values: &[(i64, i64, i64)], rows: i64) -> Layout {
+    let mode = |leaves: &[(i64, i64, i64)]| {
+        let shape = IntTuple::tuple(leaves.iter().map(|&(e, _, _)| IntTuple::from(e)));
+        let stride = IntTuple::tuple(leaves.iter().map(|&(_, r, c)| IntTuple::from(r + rows * c)));
+        Layout::new(shape, stride).expect("congruent by construction")
+    };
+    Layout::from_modes([mode(thread), mode(values)])
+}
+
+/// (extent, row step, col step) of each leaf of mode `mode` of a fragment.
+fn leaves(f: &fragment::Fragment, mode: usize) -> Vec<(i64, i64, i64)> {
+    let (rows, cols) = (f.rows().mode(mode).unwrap(), f.cols().mode(mode).unwrap());
+    let (r, c) = (rows.flatten(), cols.flatten());
+    (0..r.rank())
+        .map(|i| {
+            let (rm, cm) = (r.mode(i).unwrap(), c.mode(i).unwrap());
+            let step = |l: &Layout| l.stride().leaves()[0].value();
+            (rm.static_size(), step(&rm), step(&cm))
+        })
+        .collect()
+}
+
+/// The per-thread view of `c` through the thread-value layout `tv`: thread `thread`'s
+/// elements, shaped like `tv`'s value mode.
+#[track_caller]
+fn partition_tv<E, En: Engine>(
+    c: &Tensor<E, En>,
+    tv: &Layout,
+    thread: Val<u32>,
+    what: &str,
+) -> Tensor<E, En> {
+    let result = (|| {
+        let composed = c.compose_with(tv)?;
+        let thread_mode = composed.mode(0)?;
+        let t = c.lift_coord(&IntTuple::Leaf(Int::Dynamic(thread)))?;
+        let offset = thread_mode.offset_affine(&t, 1)?;
+        Ok((offset, composed.mode(1)?, c.mode_align(&thread_mode)))
+    })();
+    c.rebased(what, result)
+}
+
+/// A canonical operand tile for an MMA from a shared-memory tensor (its swizzle, offset
+/// and layout, read back as a tile of its buffer).
+#[track_caller]
+fn operand_of(t: &Tensor<bf16, Shared>, major: Major, format: DescFormat) -> SmemOperand {
+    let tile = (|| {
+        if t.offset.dynamic.is_some() {
+            return Err(format!(
+                "the tensor {t:?} has a runtime offset; pass the whole tile"
+            ));
+        }
+        let layout = t.layout.to_static().map_err(|e| e.to_string())?;
+        ComposedLayout::new(t.engine.swizzle, 2 * t.offset.constant, layout, 2)
+            .map_err(|e| e.to_string())
+    })();
+    match tile {
+        Ok(layout) => SmemOperand::new(&t.engine.tile.view(layout), major, format),
+        Err(e) => {
+            trace_error(format!("an MMA operand: {e}"));
+            SmemOperand::new(&t.engine.tile, major, format)
+        }
+    }
+}
+
+/// `wgmma` over a CTA tile `[tile_m, tile_n]`: warpgroup `g` (threads `128 g ..`) takes
+/// rows `64 g + 64 warpgroups r` for each repeat `r` below `tile_m`, and every N block of
+/// the atom across `tile_n`.
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaTiled {
+    n: u32,
+    a: WgmmaA,
+    b_major: Major,
+    warpgroups: u32,
+    tile_m: i64,
+    tile_n: i64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum WgmmaA {
+    Smem(MmaF16Bf16Ss),
+    Regs(MmaF16Bf16Rs),
+}
+
+impl WgmmaTiled {
+    /// A and B from shared memory: `atom` repeated over `[tile_m, tile_n]` by `warpgroups`
+    /// warpgroups. `tile_m` must be a multiple of `64 warpgroups` and `tile_n` of the
+    /// atom's N (a trace error otherwise).
+    #[track_caller]
+    pub fn ss(atom: MmaF16Bf16Ss, warpgroups: u32, tile_m: i64, tile_n: i64) -> Self {
+        let b_major = atom.instr().map_or(Major::K, |i| i.b_major());
+        Self::checked(
+            atom.n(),
+            WgmmaA::Smem(atom),
+            b_major,
+            warpgroups,
+            tile_m,
+            tile_n,
+        )
+    }
+
+    /// A from registers (each thread's fragment of A, [`WgmmaThread::partition_a_regs`]),
+    /// B from shared memory.
+    #[track_caller]
+    pub fn rs(
+        atom: MmaF16Bf16Rs,
+        b_major: Major,
+        warpgroups: u32,
+        tile_m: i64,
+        tile_n: i64,
+    ) -> Self {
+        Self::checked(
+            atom.n(),
+            WgmmaA::Regs(atom),
+            b_major,
+            warpgroups,
+            tile_m,
+            tile_n,
+        )
+    }
+
+    #[track_caller]
+    fn checked(
+        n: u32,
+        a: WgmmaA,
+        b_major: Major,
+        warpgroups: u32,
+        tile_m: i64,
+        tile_n: i64,
+    ) -> Self {
+        let rows = 64 * i64::from(warpgroups);
+        if warpgroups == 0 || tile_m % rows != 0 || tile_n % i64::from(n) != 0 {
+            trace_error(format!(
+                "a wgmma m64n{n}k16 tiling over {warpgroups} warpgroup(s) covers tiles of a \
+                 multiple of {rows} rows and {n} columns, got [{tile_m}, {tile_n}]"
+            ));
+        }
+        WgmmaTiled {
+            n,
+            a,
+            b_major,
+            warpgroups,
+            tile_m,
+            tile_n,
+        }
+    }
+
+    fn m_reps(&self) -> i64 {
+        (self.tile_m / (64 * i64::from(self.warpgroups))).max(1)
+    }
+
+    fn n_reps(&self) -> i64 {
+        (self.tile_n / i64::from(self.n)).max(1)
+    }
+
+    /// Thread `thread`'s part (`0 .. 128 warpgroups`, e.g. `thread_idx_x()` less the
+    /// producer's threads).
+    pub fn thread(&self, thread: Val<u32>) -> WgmmaThread {
+        WgmmaThread {
+            tiled: *self,
+            thread,
+        }
+    }
+
+    /// The thread-value layout of C: thread `((4,8,4), warpgroups)`, values
+    /// `((2,2,N/8), m_reps, n_reps)`, into the column-major index of the tile.
+    fn tv_c(&self) -> Layout {
+        let f = fragment::wgmma_accumulator_f32(self.n).expect("N checked by the atom");
+        let wg_rows = 64 * i64::from(self.warpgroups);
+        let mut thread = leaves(&f, 0);
+        thread.push((i64::from(self.warpgroups), 64, 0));
+        let mut values = leaves(&f, 1);
+        values.push((self.m_reps(), wg_rows, 0));
+        values.push((self.n_reps(), 0, i64::from(self.n)));
+        tv(&thread, &values, self.tile_m)
+    }
+
+    /// The thread-value layout of A in registers (ptx-reference.md §17): thread
+    /// `(4,8,4,warpgroups)` (lane % 4, lane / 4, warp, warpgroup), values
+    /// `(2,2,2,K/16,m_reps)` (the two bf16 of a register, register bit 0 (row + 8), bit 1
+    /// (col + 8), the K-step, the M repeat).
+    fn tv_a(&self, k: i64) -> Layout {
+        let wg_rows = 64 * i64::from(self.warpgroups);
+        let thread = [
+            (4, 0, 2),
+            (8, 1, 0),
+            (4, 16, 0),
+            (i64::from(self.warpgroups), 64, 0),
+        ];
+        let values = [
+            (2, 0, 1),
+            (2, 8, 0),
+            (2, 0, 8),
+            (k / 16, 0, 16),
+            (self.m_reps(), wg_rows, 0),
+        ];
+        tv(&thread, &values, self.tile_m)
+    }
+}
+
+/// One thread's part of a [`WgmmaTiled`].
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaThread {
+    tiled: WgmmaTiled,
+    thread: Val<u32>,
+}
+
+/// A wgmma A operand: the tile in shared memory (each warpgroup's rows found by the MMA),
+/// or this thread's fragment in registers.
+#[derive(Clone, Debug)]
+pub enum WgmmaOperandA {
+    Smem(SmemOperand),
+    Regs(Tensor<bf16, Regs>),
+}
+
+impl WgmmaThread {
+    /// This thread's elements of the C tile `[tile_m, tile_n]` (any memory), in the order
+    /// of [`WgmmaThread::partition_fragment_c`]: `((2,2,N/8), m_reps, n_reps)`.
+    #[track_caller]
+    pub fn partition_c<E, En: Engine>(&self, c: &Tensor<E, En>) -> Tensor<E, En> {
+        partition_tv(c, &self.tiled.tv_c(), self.thread, "wgmma partition_c")
+    }
+
+    /// The accumulator: `N/2 m_reps n_reps` f32 registers of this thread, zeroed, shaped
+    /// like [`WgmmaThread::partition_c`].
+    #[track_caller]
+    pub fn partition_fragment_c(&self) -> Tensor<f32, Regs> {
+        let t = &self.tiled;
+        let count = i64::from(t.n / 2) * t.m_reps() * t.n_reps();
+        let loc = SourceLoc::caller();
+        let regs = with_builder(|b| {
+            (0..count)
+                .map(|_| {
+                    let r = b.new_reg(Ty::F32);
+                    b.push(
+                        Op::Alu(AluOp::Mov {
+                            dst: r,
+                            src: Operand::Imm(0),
+                        }),
+                        loc,
+                    );
+                    r
+                })
+                .collect()
+        });
+        let shape = t.tv_c().mode(1).expect("value mode").shape().clone();
+        Tensor::registers(regs, Ty::F32, Layout::col_major(shape))
+    }
+
+    /// A for an SS tiling: the `[tile_m, K]` tile in shared memory as a canonical wgmma
+    /// operand (`major` as the atom was built).
+    #[track_caller]
+    pub fn partition_a(&self, a: &Tensor<bf16, Shared>, major: Major) -> WgmmaOperandA {
+        WgmmaOperandA::Smem(operand_of(a, major, DescFormat::Gmma))
+    }
+
+    /// This thread's elements of A `[tile_m, K]` (any memory) in the order of the RS A
+    /// fragment, to [`Tensor::load`] into registers: `(2,2,2,K/16,m_reps)`.
+    #[track_caller]
+    pub fn partition_a_regs<En: Engine>(&self, a: &Tensor<bf16, En>) -> Tensor<bf16, En> {
+        let k = a.static_extent(1).unwrap_or(0);
+        partition_tv(
+            a,
+            &self.tiled.tv_a(k),
+            self.thread,
+            "wgmma partition_a_regs",
+        )
+    }
+
+    /// B `[tile_n, K]` in shared memory as a canonical wgmma operand.
+    #[track_caller]
+    pub fn partition_b(&self, b: &Tensor<bf16, Shared>) -> SmemOperand {
+        operand_of(b, self.tiled.b_major, DescFormat::Gmma)
+    }
+
+    /// Issues every K-step of the tile: `acc (+)= A . B^T` for each M and N repeat;
+    /// `accumulate` applies to the first K-step (false starts from zero), later ones add.
+    /// Wrap it in `wgmma::fence()` before and `commit_group` / `wait_group` after.
+    #[track_caller]
+    pub fn gemm(
+        &self,
+        acc: &Tensor<f32, Regs>,
+        a: &WgmmaOperandA,
+        b: &SmemOperand,
+        accumulate: impl Into<Accumulate>,
+    ) {
+        let t = &self.tiled;
+        let accumulate = accumulate.into();
+        let k_steps = b.shape().map_or(0, |(_, k)| k / 16);
+        let half = (t.n / 2) as usize;
+        let group = self.thread >> 7u32;
+        for nr in 0..t.n_reps() {
+            for mr in 0..t.m_reps() {
+                let first = (mr + t.m_reps() * nr) as usize * half;
+                let frag = Accumulator::from_regs(t.n, acc.regs()[first..first + half].to_vec());
+                let b_block = b.at_mn(i64::from(t.n) * nr);
+                for ks in 0..k_steps {
+                    let scale = if ks == 0 {
+                        accumulate
+                    } else {
+                        Accumulate::Static(true)
+                    };
+                    match (t.a, a) {
+                        (WgmmaA::Smem(atom), WgmmaOperandA::Smem(a)) => {
+                            let rows = group * a.block_offset(64, 0);
+                            let mn0 = 64 * i64::from(t.warpgroups) * mr;
+                            atom.mma(&frag, a.at_mn(mn0).plus(rows), b_block, ks, scale);
+                        }
+                        (WgmmaA::Regs(atom), WgmmaOperandA::Regs(a)) => {
+                            let word = (4 * (ks + k_steps * mr)) as usize;
+                            let regs: [Val<Bf16x2>; 4] =
+                                std::array::from_fn(|j| Val::from_reg(a.regs()[word + j]));
+                            atom.mma(&frag, regs, b_block, ks, scale);
+                        }
+                        _ => {
+                            trace_error(
+                                "wgmma gemm: an A operand of the other kind than the tiling's \
+                                 atom (SS takes `partition_a`, RS a loaded `partition_a_regs`)",
+                            );
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `tcgen05.mma` (`cta_group::1`) over a CTA tile `[M, tile_n]`, M the atom's: the atom
+/// repeated across N, C in tensor memory.
+#[derive(Clone, Copy, Debug)]
+pub struct Tcgen05Tiled {
+    atom: tcgen05::MmaF16Bf16Ss,
+    a_major: Major,
+    b_major: Major,
+    tile_n: i64,
+}
+
+impl Tcgen05Tiled {
+    /// `atom` across `tile_n` columns (a multiple of its N, at most 512 TMEM columns).
+    #[track_caller]
+    pub fn ss(atom: tcgen05::MmaF16Bf16Ss, a_major: Major, b_major: Major, tile_n: i64) -> Self {
+        let n = i64::from(atom.n());
+        if tile_n % n != 0 || tile_n > i64::from(tcgen05::TMEM_COLUMNS) {
+            trace_error(format!(
+                "a tcgen05.mma m{}n{n} tiling covers a multiple of {n} columns up to {}, got {tile_n}",
+                atom.m(),
+                tcgen05::TMEM_COLUMNS
+            ));
+        }
+        Tcgen05Tiled {
+            atom,
+            a_major,
+            b_major,
+            tile_n,
+        }
+    }
+
+    fn n_reps(&self) -> i64 {
+        (self.tile_n / i64::from(self.atom.n())).max(1)
+    }
+
+    /// The accumulator `[M, tile_n]` in tensor memory from `base` (an allocation of at
+    /// least `tile_n` columns): (row, col) -> TMEM address.
+    #[track_caller]
+    pub fn partition_fragment_c(&self, base: TmemAddr) -> Tensor<f32, Tmem> {
+        let n = i64::from(self.atom.n());
+        let layout = fragment::tmem_accumulator(self.atom.m(), self.atom.n()).and_then(|atom| {
+            let rows = atom.mode(0)?;
+            let cols = Layout::new(IntTuple::of(&[n, self.n_reps()]), IntTuple::of(&[1, n]))?;
+            Ok(Layout::from_modes([rows, cols]))
+        });
+        match layout {
+            Ok(l) => Tensor::tmem(base, l),
+            Err(e) => {
+                trace_error(format!("tcgen05 partition_fragment_c: {e}"));
+                Tensor::tmem(base, Layout::contiguous(1).expect("1:1"))
+            }
+        }
+    }
+
+    pub fn partition_a(&self, a: &Tensor<bf16, Shared>) -> SmemOperand {
+        operand_of(a, self.a_major, DescFormat::Umma)
+    }
+
+    pub fn partition_b(&self, b: &Tensor<bf16, Shared>) -> SmemOperand {
+        operand_of(b, self.b_major, DescFormat::Umma)
+    }
+
+    /// Issues every K-step for every N repeat: `D (+)= A . B^T`; `accumulate` applies to
+    /// the first K-step. Issue from one thread, then `tcgen05::commit`.
+    #[track_caller]
+    pub fn gemm(
+        &self,
+        d: &Tensor<f32, Tmem>,
+        a: &SmemOperand,
+        b: &SmemOperand,
+        accumulate: impl Into<Accumulate>,
+    ) {
+        let accumulate = accumulate.into();
+        let n = i64::from(self.atom.n());
+        let k_steps = a.shape().map_or(0, |(_, k)| k / 16);
+        for nr in 0..self.n_reps() {
+            let dn = d.tmem_at((0, n * nr));
+            for ks in 0..k_steps {
+                let scale = if ks == 0 {
+                    accumulate
+                } else {
+                    Accumulate::Static(true)
+                };
+                self.atom.mma(dn, a, b.at_mn(n * nr), ks, scale);
+            }
+        }
+    }
+
+    /// The epilogue's threads (the CTA's first four warps, `thread` in 0..128): thread t
+    /// owns row t of C (M = 128: lane t of tensor memory), all `tile_n` columns.
+    fn tv_c(&self) -> Result<Layout, LayoutError> {
+        if self.atom.m() != 128 {
+            return Err(LayoutError::new(
+                crate::layout::LayoutErrorKind::Unsupported,
+                format!(
+                    "the tcgen05 epilogue partition is for M = 128, got M = {}",
+                    self.atom.m()
+                ),
+            ));
+        }
+        Ok(tv(&[(128, 1, 0)], &[(self.tile_n, 0, 1)], 128))
+    }
+
+    /// Thread `thread`'s row of the C tile `[128, tile_n]` (any memory), in the order of
+    /// [`Tcgen05Tiled::load_c`].
+    #[track_caller]
+    pub fn partition_c<E, En: Engine>(&self, c: &Tensor<E, En>, thread: Val<u32>) -> Tensor<E, En> {
+        match self.tv_c() {
+            Ok(tv) => partition_tv(c, &tv, thread, "tcgen05 partition_c"),
+            Err(e) => {
+                trace_error(format!("tcgen05 partition_c: {e}"));
+                c.clone()
+            }
+        }
+    }
+
+    /// Loads this warp's 32 lanes of the accumulator (`tcgen05.ld.32x32b`, then
+    /// `tcgen05.wait::ld`) into registers: thread t of warp w gets lane `32 (w % 4) + t % 32`,
+    /// all `tile_n` columns, shaped like [`Tcgen05Tiled::partition_c`].
+    #[track_caller]
+    pub fn load_c(&self, d: &Tensor<f32, Tmem>, warp: Val<u32>) -> Tensor<f32, Regs> {
+        let chunk = (0..=7)
+            .rev()
+            .map(|b| 1i64 << b)
+            .find(|c| self.tile_n % c == 0)
+            .unwrap_or(1);
+        let mut regs = Vec::new();
+        for first in (0..self.tile_n).step_by(chunk as usize) {
+            let taddr = d.tmem_at((0, first)).warp_quadrant(warp);
+            regs.extend(
+                tcgen05::ld_32x32b(taddr, chunk as usize)
+                    .iter()
+                    .map(|v| v.reg()),
+            );
+        }
+        tcgen05::wait_ld();
+        Tensor::registers(regs, Ty::U32, Layout::contiguous(self.tile_n).expect("n:1"))
+    }
+}

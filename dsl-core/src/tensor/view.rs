@@ -1,0 +1,629 @@
+//! [`Tensor`]: an engine composed with a layout, and the algebra on it: indexing, slicing,
+//! `local_tile`, `local_partition`.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use super::compose::{compose, from_modes, gcd, modes, static_extent};
+use super::engine::{Engine, Global, MemEngine, Regs, Shared, TensorInt, Tmem};
+use crate::arch::sm100::tcgen05::TmemAddr;
+use crate::layout::{Affine, Int, IntTuple, Layout, LayoutError};
+use crate::trace::{Element, Index, SmemTile, Val, trace_error};
+
+/// A typed view of elements `E` in one memory: `engine` (where) composed with `layout`
+/// (coordinate -> element offset), starting `offset` elements past the engine's base.
+///
+/// Slicing and partitioning move `offset` (a runtime part where a coordinate is a runtime
+/// value) and replace `layout`; the engine never changes, so a swizzle keeps acting on the
+/// whole offset from the aligned base.
+pub struct Tensor<E, En: Engine> {
+    pub(crate) engine: En,
+    pub(crate) offset: Affine<En::Int>,
+    pub(crate) layout: Layout<En::Int>,
+    /// What the runtime part of `offset` is a multiple of, in elements (0: it has none).
+    pub(crate) dyn_align: i64,
+    /// The author's promise on every runtime stride (and a global base), in elements.
+    pub(crate) stride_align: i64,
+    pub(crate) _elem: PhantomData<fn() -> E>,
+}
+
+/// A new offset (added), layout and runtime-offset alignment for a view, or why not.
+pub(crate) type Rebase<D> = Result<(Affine<D>, Layout<D>, i64), LayoutError>;
+
+impl<E, En: Engine> Clone for Tensor<E, En> {
+    fn clone(&self) -> Self {
+        Tensor {
+            engine: self.engine.clone(),
+            offset: self.offset.clone(),
+            layout: self.layout.clone(),
+            dyn_align: self.dyn_align,
+            stride_align: self.stride_align,
+            _elem: PhantomData,
+        }
+    }
+}
+
+impl<E, En: Engine> fmt::Debug for Tensor<E, En> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} o (+{:?}) o {}",
+            self.engine.describe(),
+            self.offset.clone().into_int(),
+            self.layout
+        )
+    }
+}
+
+/// A coordinate of a tensor: one [`Index`] for a rank-1 tensor, a tuple of them, or a
+/// nested [`IntTuple`] of `Val<u32>`s and integers.
+pub trait IntoCoord {
+    fn coord(self) -> IntTuple<Val<u32>>;
+}
+
+impl<I: Index> IntoCoord for I {
+    fn coord(self) -> IntTuple<Val<u32>> {
+        IntTuple::Leaf(self.int())
+    }
+}
+
+impl<A: Index, B: Index> IntoCoord for (A, B) {
+    fn coord(self) -> IntTuple<Val<u32>> {
+        IntTuple::tuple([self.0.int().into(), self.1.int().into()])
+    }
+}
+
+impl<A: Index, B: Index, C: Index> IntoCoord for (A, B, C) {
+    fn coord(self) -> IntTuple<Val<u32>> {
+        IntTuple::tuple([
+            self.0.int().into(),
+            self.1.int().into(),
+            self.2.int().into(),
+        ])
+    }
+}
+
+impl IntoCoord for IntTuple<Val<u32>> {
+    fn coord(self) -> IntTuple<Val<u32>> {
+        self
+    }
+}
+
+/// Elements of an [`Affine`] offset: `a + b`.
+fn add_affine<D: crate::layout::DynInt>(mut a: Affine<D>, b: Affine<D>) -> Affine<D> {
+    if let Some(d) = b.dynamic {
+        a.add_int(Int::Dynamic(d));
+    }
+    a.constant += b.constant;
+    a
+}
+
+impl<E, En: Engine> Tensor<E, En> {
+    pub(crate) fn from_parts(engine: En, offset: Affine<En::Int>, layout: Layout<En::Int>) -> Self {
+        Tensor {
+            engine,
+            offset,
+            layout,
+            dyn_align: 0,
+            stride_align: 1,
+            _elem: PhantomData,
+        }
+    }
+
+    pub fn layout(&self) -> &Layout<En::Int> {
+        &self.layout
+    }
+
+    pub fn engine(&self) -> &En {
+        &self.engine
+    }
+
+    pub fn rank(&self) -> usize {
+        self.layout.rank()
+    }
+
+    /// The number of elements, when it is known at trace time.
+    pub fn static_size(&self) -> Option<i64> {
+        self.layout.shape().static_product_if_known()
+    }
+
+    /// The extent of top-level mode `i`, when it is known at trace time.
+    pub fn static_extent(&self, i: usize) -> Option<i64> {
+        self.layout.mode(i).ok().as_ref().and_then(static_extent)
+    }
+
+    /// The same tensor with `offset` added and `layout` in place of the old one; a layout
+    /// error is a trace error at the author's call (the result is then the unchanged view).
+    #[track_caller]
+    pub(crate) fn rebased(&self, what: &str, result: Rebase<En::Int>) -> Self {
+        match result {
+            Ok((offset, layout, align)) => {
+                let dyn_align = match (self.offset.dynamic.is_some(), offset.dynamic.is_some()) {
+                    (_, false) => self.dyn_align,
+                    (false, true) => align,
+                    (true, true) => gcd(self.dyn_align, align),
+                };
+                Tensor {
+                    engine: self.engine.clone(),
+                    offset: add_affine(self.offset.clone(), offset),
+                    layout,
+                    dyn_align,
+                    stride_align: self.stride_align,
+                    _elem: PhantomData,
+                }
+            }
+            Err(e) => {
+                trace_error(format!("{what} of the tensor {self:?}: {e}"));
+                self.clone()
+            }
+        }
+    }
+
+    /// A runtime coordinate in the engine's integer type; a runtime one where offsets must
+    /// be static is an error.
+    pub(crate) fn lift_coord(
+        &self,
+        c: &IntTuple<Val<u32>>,
+    ) -> Result<IntTuple<En::Int>, LayoutError> {
+        Ok(match c {
+            IntTuple::Leaf(Int::Static(v)) => IntTuple::from(*v),
+            IntTuple::Leaf(Int::Dynamic(v)) => match En::Int::from_u32(*v) {
+                Some(d) => IntTuple::Leaf(Int::Dynamic(d)),
+                None => {
+                    return Err(LayoutError::new(
+                        crate::layout::LayoutErrorKind::NotStatic,
+                        format!(
+                            "{} are indexed by trace-time coordinates, got the runtime value {v:?}",
+                            self.engine.describe()
+                        ),
+                    ));
+                }
+            },
+            IntTuple::Tuple(elements) => IntTuple::Tuple(
+                elements
+                    .iter()
+                    .map(|e| self.lift_coord(e))
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
+
+    /// What a runtime coordinate in `mode` moves the offset by a multiple of: the gcd of its
+    /// strides (the author's promise for a runtime one).
+    pub(crate) fn mode_align(&self, mode: &Layout<En::Int>) -> i64 {
+        mode.stride()
+            .leaves()
+            .iter()
+            .fold(0, |g, s| gcd(g, s.as_static().unwrap_or(self.stride_align)))
+    }
+
+    /// The element offset of `coord` from the engine's base, and what its runtime part is a
+    /// multiple of (0: none).
+    pub(crate) fn element_offset(
+        &self,
+        coord: &IntTuple<En::Int>,
+    ) -> Result<(Affine<En::Int>, i64), LayoutError> {
+        let at = self.layout.offset_affine(coord, 1)?;
+        let layout_align = if at.dynamic.is_some() {
+            self.mode_align(&self.layout)
+        } else {
+            0
+        };
+        let align = match (self.offset.dynamic.is_some(), at.dynamic.is_some()) {
+            (false, false) => 0,
+            (true, false) => self.dyn_align,
+            (false, true) => layout_align,
+            (true, true) => gcd(self.dyn_align, layout_align),
+        };
+        Ok((add_affine(self.offset.clone(), at), align))
+    }
+
+    /// Fixes top-level mode `mode` at `coord` (CuTe's `tensor(_, k)`): the result has one
+    /// mode fewer. E.g. the k-th `[M, 64]` block of a `[M, 64, K/64]` tiling.
+    #[track_caller]
+    pub fn slice(&self, mode: usize, coord: impl Index) -> Self {
+        let coord = IntTuple::Leaf(coord.int());
+        let result = (|| {
+            let all = modes(&self.layout);
+            let m = self.layout.mode(mode)?;
+            let at = m.offset_affine(&self.lift_coord(&coord)?, 1)?;
+            let align = self.mode_align(&m);
+            let rest = all
+                .into_iter()
+                .enumerate()
+                .filter(|&(i, _)| i != mode)
+                .map(|(_, m)| m)
+                .collect();
+            Ok((at, from_modes(rest), align))
+        })();
+        self.rebased(&format!("slice of mode {mode}"), result)
+    }
+
+    /// Tile `coord` of the tiling of this tensor by blocks of `tiler` (one static extent
+    /// per top-level mode), as a tensor of the tile's shape: CuTe's `local_tile(t, tiler,
+    /// coord)`. Tile coordinates may be runtime values (a CTA index). A static extent the
+    /// tiler does not divide is a trace error; tiles of a runtime extent are not checked
+    /// against it (the grid decides how many there are).
+    #[track_caller]
+    pub fn local_tile(&self, tiler: &[i64], coord: impl IntoCoord) -> Self {
+        let coord = coord.coord();
+        let result = (|| {
+            let all = modes(&self.layout);
+            check_rank(tiler.len(), all.len(), "tiler")?;
+            let coords = split_coord(&coord, all.len())?;
+            let mut offset = Affine::zero();
+            let mut align = 0;
+            let mut tiles = Vec::new();
+            for ((m, &t), c) in all.iter().zip(tiler).zip(coords) {
+                let count = tile_count(m, t)?;
+                tiles.push(compose(m, &Layout::contiguous(t)?)?);
+                let rest = compose(m, &Layout::strided(count, t)?)?;
+                let at = rest.offset_affine(&self.lift_coord(&c)?, 1)?;
+                if at.dynamic.is_some() {
+                    align = gcd(align, self.mode_align(&rest));
+                }
+                offset = add_affine(offset, at);
+            }
+            Ok((offset, from_modes(tiles), align))
+        })();
+        self.rebased("local_tile", result)
+    }
+
+    /// The elements thread `thread` owns when the threads of `threads` are laid over this
+    /// tensor: CuTe's `local_partition(t, threads, thread)`. `threads` is a static compact
+    /// layout with one mode per tensor mode, e.g. `(16,8):(8,1)` for 128 threads, 8 along
+    /// mode 1 fastest; thread coordinate `c` (with `threads(c) == thread`) owns elements
+    /// `c + threads.shape * r`. With `vector`, each thread owns `vector[i]` consecutive
+    /// elements of mode `i` per step instead of one (the unit a vectorised copy moves);
+    /// the result then has modes `(vector[i], rest_i)`.
+    #[track_caller]
+    pub fn local_partition(
+        &self,
+        threads: &Layout,
+        thread: impl Index,
+        vector: Option<&[i64]>,
+    ) -> Self {
+        let thread = thread.int();
+        let result = (|| {
+            let all = modes(&self.layout);
+            check_rank(threads.rank(), all.len(), "thread layout")?;
+            let ones = vec![1; all.len()];
+            let vector = vector.unwrap_or(&ones);
+            check_rank(vector.len(), all.len(), "vector")?;
+            let coords = thread_coords(threads, thread)?;
+            let mut offset = Affine::zero();
+            let mut align = 0;
+            let mut parts = Vec::new();
+            for (i, m) in all.iter().enumerate() {
+                let (t, v) = (threads.mode(i)?.static_size(), vector[i]);
+                let count = tile_count(m, t * v)?;
+                let step = compose(m, &Layout::strided(t, v)?)?;
+                let at =
+                    step.offset_affine(&self.lift_coord(&IntTuple::Leaf(coords[i].clone()))?, 1)?;
+                if at.dynamic.is_some() {
+                    align = gcd(align, self.mode_align(&step));
+                }
+                offset = add_affine(offset, at);
+                let own = if v == 1 {
+                    Layout::strided(count, t)?
+                } else {
+                    Layout::new(IntTuple::of(&[v, count]), IntTuple::of(&[1, t * v]))?
+                };
+                parts.push(compose(m, &own)?);
+            }
+            Ok((offset, from_modes(parts), align))
+        })();
+        self.rebased("local_partition", result)
+    }
+
+    /// The same tensor seen through `layout ∘ ...`: its elements reordered by a static
+    /// layout over its flat index (e.g. a thread-value layout). Used by the MMA
+    /// partitioning; the result's runtime offset is unchanged.
+    pub(crate) fn compose_with(&self, tv: &Layout) -> Result<Layout<En::Int>, LayoutError> {
+        compose(&self.layout, tv)
+    }
+}
+
+fn check_rank(got: usize, want: usize, what: &str) -> Result<(), LayoutError> {
+    if got != want {
+        return Err(LayoutError::new(
+            crate::layout::LayoutErrorKind::Incongruent,
+            format!("a {what} of rank {got} for a tensor of rank {want}"),
+        ));
+    }
+    Ok(())
+}
+
+/// How many blocks of `t` mode `m` holds (or an unbounded count for a runtime extent).
+fn tile_count<D: crate::layout::DynInt>(m: &Layout<D>, t: i64) -> Result<i64, LayoutError> {
+    match static_extent(m) {
+        Some(e) if t >= 1 && e % t == 0 => Ok(e / t),
+        Some(e) => Err(LayoutError::new(
+            crate::layout::LayoutErrorKind::NotDivisible,
+            format!("a block of {t} does not divide the mode {m} of extent {e}"),
+        )),
+        None => Ok(1 << 30),
+    }
+}
+
+/// The top-level parts of a coordinate for `rank` modes.
+fn split_coord(
+    c: &IntTuple<Val<u32>>,
+    rank: usize,
+) -> Result<Vec<IntTuple<Val<u32>>>, LayoutError> {
+    match c {
+        IntTuple::Tuple(parts) if parts.len() == rank => Ok(parts.clone()),
+        IntTuple::Leaf(_) if rank == 1 => Ok(vec![c.clone()]),
+        _ => Err(LayoutError::new(
+            crate::layout::LayoutErrorKind::Incongruent,
+            format!("the coordinate {c} for a tensor of rank {rank}"),
+        )),
+    }
+}
+
+/// The coordinate `c` with `threads(c) == thread` for a compact static layout with one
+/// leaf per mode (CuTe's `get_flat_coord`): mode i is `(thread / stride_i) % extent_i`,
+/// with no `%` for the outermost (largest-stride) mode.
+fn thread_coords(
+    threads: &Layout,
+    thread: Int<Val<u32>>,
+) -> Result<Vec<Int<Val<u32>>>, LayoutError> {
+    let flat = threads.flatten();
+    if flat.rank() != threads.rank() {
+        return Err(LayoutError::new(
+            crate::layout::LayoutErrorKind::Unsupported,
+            format!("a thread layout has one integer mode per tensor mode, got {threads}"),
+        ));
+    }
+    let leaves: Vec<(i64, i64)> = (0..flat.rank())
+        .map(|i| {
+            let m = flat.mode(i).expect("mode below rank");
+            (
+                m.static_size(),
+                m.offset_of_index(1.min(m.static_size() - 1)).unwrap_or(0),
+            )
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..leaves.len()).filter(|&i| leaves[i].0 > 1).collect();
+    order.sort_by_key(|&i| leaves[i].1);
+    let mut expect = 1;
+    for &i in &order {
+        if leaves[i].1 != expect {
+            return Err(LayoutError::new(
+                crate::layout::LayoutErrorKind::NotDivisible,
+                format!(
+                    "the thread layout {threads} is not compact (a permutation of 0..{})",
+                    threads.static_size()
+                ),
+            ));
+        }
+        expect *= leaves[i].0;
+    }
+    let outer = order.last().copied();
+    Ok((0..leaves.len())
+        .map(|i| {
+            let (extent, stride) = leaves[i];
+            if extent == 1 {
+                Int::Static(0)
+            } else if Some(i) == outer {
+                thread.clone().div_const(stride)
+            } else {
+                thread.clone().div_const(stride).rem_const(extent)
+            }
+        })
+        .collect())
+}
+
+impl<E, En: MemEngine> Tensor<E, En> {
+    /// The address of the element at `coord`.
+    #[track_caller]
+    pub fn at(&self, coord: impl IntoCoord) -> En::Addr
+    where
+        E: Element,
+    {
+        let coord = coord.coord();
+        let eb = E::ELEM.bytes() as i64;
+        match self
+            .lift_coord(&coord)
+            .and_then(|c| self.element_offset(&c))
+        {
+            Ok((offset, _)) => self.engine.address(offset.dynamic, offset.constant, eb),
+            Err(e) => {
+                trace_error(format!("element {coord} of the tensor {self:?}: {e}"));
+                let o = self.offset.clone();
+                self.engine.address(o.dynamic, o.constant, eb)
+            }
+        }
+    }
+}
+
+impl<E: Element, const R: usize> crate::trace::Tensor<E, R> {
+    /// This kernel parameter as a global [`Tensor`] over its runtime extents and strides
+    /// (`static_strides[i]`, where given, replaces the runtime stride of mode i by a value
+    /// the author knows, e.g. `Some(1)` for a contiguous mode: it folds, and lets accesses
+    /// along it be vectorised). The host must pass a tensor with those strides.
+    #[track_caller]
+    pub fn view(&self, static_strides: [Option<i64>; R]) -> Tensor<E, Global> {
+        let extents = (0..R).map(|i| IntTuple::Leaf(Int::Dynamic(self.extent(i))));
+        let strides = (0..R).map(|i| match static_strides[i] {
+            Some(s) => IntTuple::from(s),
+            None => IntTuple::Leaf(Int::Dynamic(self.stride(i))),
+        });
+        let layout = Layout::new(IntTuple::tuple(extents), IntTuple::tuple(strides))
+            .expect("extents and strides of one rank");
+        Tensor::from_parts(Global { base: self.base() }, Affine::zero(), layout)
+    }
+}
+
+impl<E> Tensor<E, Global> {
+    /// Promises that the base address and every runtime stride are multiples of `elements`
+    /// elements (the host checks it), so that accesses along a contiguous mode may move up
+    /// to that many elements at once.
+    pub fn assume_aligned(mut self, elements: i64) -> Self {
+        self.stride_align = elements.max(1);
+        self
+    }
+}
+
+impl SmemTile {
+    /// The tile as a shared-memory [`Tensor`] of `E`: its layout and swizzle, from the
+    /// buffer's aligned base. `E` must have the tile's element size.
+    #[track_caller]
+    pub fn tensor<E: Element>(&self) -> Tensor<E, Shared> {
+        let l = self.layout();
+        let eb = E::ELEM.bytes() as i64;
+        if i64::from(l.elem_bytes()) != eb || l.offset_bytes() % eb != 0 {
+            trace_error(format!(
+                "shared buffer `{}` holds {}-byte elements, viewed as {}-byte {}",
+                self.region().name,
+                l.elem_bytes(),
+                eb,
+                E::ELEM.name()
+            ));
+        }
+        let engine = Shared {
+            tile: self.clone(),
+            base: self.base(),
+            swizzle: l.swizzle(),
+            align: l.alignment(),
+            name: self.region().name.clone(),
+        };
+        let offset = Affine {
+            dynamic: None,
+            constant: l.offset_bytes() / eb,
+        };
+        Tensor::from_parts(engine, offset, l.layout().clone().lift())
+    }
+}
+
+impl Tensor<f32, Tmem> {
+    /// f32 cells of tensor memory at `base` laid out by `layout` (coordinate -> TMEM address
+    /// offset `lane << 16 | column`, e.g. `layout::fragment::tmem_accumulator`).
+    pub fn tmem(base: TmemAddr, layout: Layout) -> Self {
+        Tensor::from_parts(Tmem { base }, Affine::zero(), layout.lift())
+    }
+
+    /// The TMEM address of the cell at `coord`.
+    #[track_caller]
+    pub fn tmem_at(&self, coord: impl IntoCoord) -> TmemAddr {
+        let coord = coord.coord();
+        match self
+            .lift_coord(&coord)
+            .and_then(|c| self.element_offset(&c))
+        {
+            Ok((offset, _)) => self.engine.address(offset),
+            Err(e) => {
+                trace_error(format!("cell {coord} of the tensor {self:?}: {e}"));
+                self.engine.base
+            }
+        }
+    }
+}
+
+impl<E> Tensor<E, Regs> {
+    /// Registers holding a fragment of `layout`'s shape, element `i` (flat, colexicographic)
+    /// at `regs[layout(i) / per_reg]`.
+    pub(crate) fn registers(regs: Vec<crate::ir::Reg>, ty: crate::ir::Ty, layout: Layout) -> Self {
+        Tensor::from_parts(Regs { regs, ty }, Affine::zero(), layout)
+    }
+
+    /// The registers, in fragment order.
+    pub fn regs(&self) -> &[crate::ir::Reg] {
+        &self.engine.regs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::Target;
+    use crate::layout::{Layout, Swizzle, canonical};
+    use crate::trace::{smem_tile, threads, trace_kernel};
+    use half::bf16;
+
+    /// Runs `body` inside a trace (tensor operations record instructions).
+    fn traced(body: impl FnOnce()) {
+        trace_kernel("tensor_algebra", Target::Sm90a, || {
+            threads(128, 1, 1);
+            body()
+        })
+        .unwrap();
+    }
+
+    /// Every byte offset a swizzled tile's tensor gives, by flat index, with static
+    /// coordinates (so everything folds to the trace-time part of the address).
+    fn offsets(t: &super::Tensor<bf16, super::Shared>) -> Vec<i64> {
+        let size = t.static_size().unwrap();
+        (0..size)
+            .map(|i| t.at(crate::layout::IntTuple::from(i)).offset() - t.engine.base.offset())
+            .collect()
+    }
+
+    #[test]
+    fn swizzled_offsets_agree_with_the_composed_layout() {
+        traced(|| {
+            let layout = canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap();
+            let t = smem_tile("t", layout.clone()).tensor::<bf16>();
+            for r in [0, 5, 17, 63] {
+                for c in [0, 9, 64, 127] {
+                    let got = t.at((r, c)).offset() - t.engine.base.offset();
+                    assert_eq!(got, layout.byte_offset_at(&[r, c]).unwrap(), "({r}, {c})");
+                    // Slicing a mode and indexing the rest is indexing.
+                    let row = t.slice(0, r);
+                    assert_eq!(row.at(c).offset(), t.at((r, c)).offset());
+                }
+            }
+        });
+    }
+
+    /// Tiles, then thread partitions of each tile (with and without vectors), cover every
+    /// element of the tensor exactly once.
+    #[test]
+    fn tiles_and_partitions_cover_every_element_once() {
+        traced(|| {
+            let layout = canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap();
+            let t = smem_tile("t", layout).tensor::<bf16>();
+            let all: Vec<i64> = offsets(&t);
+            for (threads, vector) in [
+                ("(8,16):(16,1)", [1, 1]),
+                ("(32,4):(1,32)", [1, 8]),
+                ("(16,8):(8,1)", [2, 4]),
+            ] {
+                let threads: Layout = threads.parse().unwrap();
+                let mut seen: HashMap<i64, u32> = HashMap::new();
+                for tm in 0..2i64 {
+                    for tk in 0..2i64 {
+                        let tile = t.local_tile(&[32, 64], (tm, tk));
+                        for thread in 0..128i64 {
+                            let part = tile.local_partition(&threads, thread, Some(&vector));
+                            for o in offsets(&part) {
+                                *seen.entry(o).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+                assert_eq!(seen.len(), all.len(), "{threads}");
+                assert!(seen.values().all(|&n| n == 1), "{threads}");
+                assert!(all.iter().all(|o| seen.contains_key(o)), "{threads}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_tiler_that_does_not_divide_is_a_trace_error() {
+        let e = trace_kernel("bad_tile", Target::Sm90a, || {
+            threads(128, 1, 1);
+            let t = smem_tile("t", canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap())
+                .tensor::<bf16>();
+            let _ = t.local_tile(&[48, 64], (0, 0));
+        })
+        .unwrap_err();
+        assert!(
+            e.diagnostics[0]
+                .message
+                .contains("a block of 48 does not divide"),
+            "{e}"
+        );
+    }
+}
