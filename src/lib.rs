@@ -64,6 +64,10 @@
 //!    add a variant that reuses its stages.
 //! 10. [What errors look like](guide::errors): trace errors with the author's line and
 //!     stage, compile errors, interpreter faults.
+//! 11. [Pipelined kernels](guide::pipelines): TMA copies that complete on mbarriers,
+//!     producer/consumer pipelines, warp roles and register budgets, persistent tiles; the
+//!     GEMM as the running example. The operand type behind partitioning is
+//!     [`kestrel::core::tensor`](crate::core::tensor).
 //!
 //! # Crates
 //!
@@ -114,4 +118,7 @@ pub mod guide {
 
     #[doc = include_str!("guide/errors.md")]
     pub mod errors {}
+
+    #[doc = include_str!("guide/pipelines.md")]
+    pub mod pipelines {}
 }
