@@ -84,14 +84,18 @@
 //! - wgmma operand reads are checked for proxy fences but not tracked in flight, and the
 //!   `wgmma.fence` before touching accumulators is not checked.
 
+mod access;
 mod alu;
+mod barriers;
 mod compile;
 mod cvt;
 mod debug;
 mod desc;
 mod error;
 mod machine;
+mod mbarrier;
 mod memory;
+mod proxy;
 mod tcgen05;
 mod wgmma;
 

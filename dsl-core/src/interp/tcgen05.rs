@@ -6,8 +6,9 @@
 use super::compile::Slot;
 use super::desc::{self, Elem, InstrDesc, Major, SmemDesc, Swizzle};
 use super::error::{FaultKind, InterpError};
-use super::machine::{Cluster, Flight, Flow, Machine, Warp, fault, lanes_of, reg};
+use super::machine::{Cluster, Flow, Machine, Warp, fault, lanes_of, reg};
 use super::memory::{SmemFault, TMEM_COLS, TmemAlloc, TmemFault};
+use super::proxy::Flight;
 use super::{SMEM_BASE, cvt};
 
 /// How an MMA names the operand it reads, for messages.
