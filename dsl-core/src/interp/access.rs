@@ -31,7 +31,13 @@ impl Machine<'_> {
                 cl.ctas[c]
                     .smem
                     .read(a, out)
-                    .map_err(|e| self.smem_fault(cl, w, lane, c, a, out.len(), "read", e))
+                    .map_err(|e| self.smem_fault(cl, w, lane, c, a, out.len(), "read", e))?;
+                if cl.ctas[c].landed.is_some() {
+                    let t = self.cluster_thread(w, lane);
+                    let off = (a - SMEM_BASE as u64) as usize;
+                    self.check_landed(cl, w, Some(lane), t, c, off, out.len(), "the load reads")?;
+                }
+                Ok(())
             }
         }
     }
@@ -222,6 +228,13 @@ impl Machine<'_> {
                         .smem
                         .write(a, bytes)
                         .map_err(|e| self.smem_fault(cl, w, l, c, a, total, "write", e))?;
+                    if cl.ctas[c].landed.is_some() {
+                        let t = self.cluster_thread(w, l);
+                        self.check_landed(cl, w, Some(l), t, c, off, total, "the store writes")?;
+                        if let Some(landed) = cl.ctas[c].landed.as_mut() {
+                            landed.clear(off, total);
+                        }
+                    }
                     self.track_store(cl, w, l, c, off, total)?;
                 }
             }

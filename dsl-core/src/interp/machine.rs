@@ -7,12 +7,14 @@ use std::time::Instant;
 use super::alu::{self, Bin, FULL};
 use super::barriers::Bar;
 use super::compile::{Ins, NONE, Program, Slot};
+use super::copy::{BulkGroups, CpGroups};
 use super::cvt;
 use super::debug::{Snapshot, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceEntry};
 use super::error::{BlockedWarp, CtaId, Deadlock, Fault, FaultKind, InterpError, Site};
 use super::mbarrier::Mbar;
 use super::memory::{Memory, Smem, Tmem};
-use super::proxy::Proxy;
+use super::proxy::{Landed, Proxy};
+use super::roles::{self, Budget};
 use super::{Launch, MAX_SMEM_BYTES, Options, RunStats};
 use crate::ir::{ShflMode, SpecialReg};
 
@@ -130,6 +132,8 @@ pub(crate) struct Warp {
     pub(crate) cluster_arrived: Option<u64>,
     /// Warpgroup rendezvous generation being waited for.
     pub(crate) wg_wait: Option<u64>,
+    /// `setmaxnreg` rendezvous generation being waited for.
+    pub(crate) nreg_wait: Option<u64>,
     /// Per slot: outstanding asynchronous writes (tcgen05.ld, wgmma) not yet waited for.
     pub(crate) pending: Vec<u16>,
     pub(crate) npending: u32,
@@ -181,6 +185,10 @@ pub(crate) struct Cta {
     pub(crate) live_threads: u32,
     pub(crate) groups: Vec<Rendezvous>,
     pub(crate) proxy: Option<Proxy>,
+    /// Which asynchronous copy last wrote each word (made by the first copy).
+    pub(crate) landed: Option<Landed>,
+    /// Per warpgroup: its register budget (`setmaxnreg`).
+    pub(crate) budgets: Vec<Budget>,
 }
 
 pub(crate) struct Cluster {
@@ -195,6 +203,9 @@ pub(crate) struct Cluster {
     /// (cluster thread, CTA, mbarrier offset) -> completed phases of that mbarrier the
     /// thread has seen through a successful wait.
     pub(crate) observed: HashMap<(u32, u32, u32), u64>,
+    /// Per cluster thread with copies in flight: its `cp.async` groups and bulk stores.
+    pub(crate) cp_async: HashMap<u32, CpGroups>,
+    pub(crate) bulk: HashMap<u32, BulkGroups>,
 }
 
 impl Cluster {
@@ -206,9 +217,11 @@ impl Cluster {
 pub(crate) struct Machine<'a> {
     pub(crate) prog: &'a Program,
     pub(crate) mem: &'a mut Memory,
-    params: Vec<Vec<u8>>,
+    pub(crate) params: Vec<Vec<u8>>,
     pub(crate) cfg: Config,
-    opts: &'a Options,
+    pub(crate) opts: &'a Options,
+    /// Registers per thread at kernel entry, when the kernel fixes them.
+    pub(crate) entry_regs: Option<u32>,
     lane_insts: u64,
     warp_insts: u64,
     /// `warp_insts` when the current cluster started (the watchdog budget is per cluster).
@@ -257,6 +270,7 @@ pub(crate) fn run(
         snap_stages,
         cfg,
         opts,
+        entry_regs: roles::entry_regs(&prog.kernel),
         lane_insts: 0,
         warp_insts: 0,
         cluster_start: 0,
@@ -399,6 +413,14 @@ impl<'a> Machine<'a> {
                     busy: vec![0; smem_len.div_ceil(16)],
                     flights: Vec::new(),
                 }),
+                landed: None,
+                budgets: vec![
+                    Budget {
+                        regs: self.entry_regs.unwrap_or(0),
+                        ..Budget::default()
+                    };
+                    cfg.nwarps.div_ceil(4) as usize
+                ],
             });
             for wid in 0..cfg.nwarps {
                 let lanes = (cfg.nthreads - wid * 32).min(32);
@@ -434,6 +456,8 @@ impl<'a> Machine<'a> {
             fences: vec![0; nthreads],
             published: vec![0; nthreads],
             observed: HashMap::new(),
+            cp_async: HashMap::new(),
+            bulk: HashMap::new(),
         }
     }
 
@@ -497,10 +521,10 @@ impl<'a> Machine<'a> {
     fn describe_wait(&self, cl: &Cluster, w: &Warp) -> String {
         let cta = &cl.ctas[w.cta];
         match &self.prog.code[w.pc as usize] {
-            Ins::BarSync { id } => format!(
-                "barrier {id}: {} of {} live threads of the CTA arrived",
-                cta.bars[*id as usize].arrived, cta.live_threads
-            ),
+            Ins::BarSync { id } | Ins::NamedBar { id, .. } => {
+                self.describe_bar(cl, w, *id as usize)
+            }
+            Ins::SetMaxNreg { regs, .. } => self.describe_nreg(cl, w, *regs),
             Ins::MbarWait { bar, parity } => {
                 let Some(l) = lanes_of(w.active).next() else {
                     return "an mbarrier (no active lane)".into();
@@ -687,6 +711,59 @@ impl<'a> Machine<'a> {
                 Ins::BarSync { id } => {
                     if let Flow::Block = self.bar_sync(cl, w, *id as usize, &mut progressed)? {
                         return Ok(progressed);
+                    }
+                }
+                Ins::NamedBar { id, threads, wait } => {
+                    if let Flow::Block =
+                        self.named_bar(cl, w, *id as usize, *threads, *wait, &mut progressed)?
+                    {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::SetMaxNreg { regs, increase } => {
+                    if let Flow::Block =
+                        self.set_max_nreg(cl, w, *regs, *increase, &mut progressed)?
+                    {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::CpAsync {
+                    dst,
+                    src,
+                    bytes,
+                    src_bytes,
+                } => self.cp_async(cl, w, [*dst, *src, *src_bytes], *bytes)?,
+                Ins::CpAsyncCommit => self.cp_async_commit(cl, w),
+                Ins::CpAsyncWait { n } => self.cp_async_wait(cl, w, m, *n as usize)?,
+                Ins::BulkLoad {
+                    dst,
+                    src,
+                    bytes,
+                    bar,
+                } => self.bulk_load(cl, w, [*dst, *src, *bytes, *bar])?,
+                Ins::TensorLoad {
+                    dst,
+                    map,
+                    coords,
+                    rank,
+                    bar,
+                    mask,
+                } => self.tensor_load(cl, w, [*dst, *map, *bar, *mask], *coords, *rank)?,
+                Ins::TensorStore {
+                    src,
+                    map,
+                    coords,
+                    rank,
+                } => self.tensor_store(cl, w, [*src, *map], *coords, *rank)?,
+                Ins::BulkCommit => self.bulk_commit(cl, w),
+                Ins::BulkWait { n } => self.bulk_wait(cl, w, *n),
+                Ins::PrefetchMap { map } => self.prefetch_map(w, *map)?,
+                Ins::MbarExpectTx { bar, tx } => {
+                    for l in lanes_of(m) {
+                        let addr = reg(&w.regs, *bar, l) as u32;
+                        let tx = reg(&w.regs, *tx, l) as u32;
+                        let (c, off) = self.mbar_target(cl, w, l, addr, false)?;
+                        self.mbar_tx(cl, w, Some(l), c, off, tx as i64, "expect_tx")?;
                     }
                 }
                 Ins::Shfl { mode, d, a, b, c } => {
@@ -1228,6 +1305,7 @@ impl<'a> Machine<'a> {
     }
 
     fn exit_warp(&mut self, cl: &mut Cluster, w: &mut Warp) -> Result<(), InterpError> {
+        self.copies_at_exit(cl, w)?;
         w.exited = true;
         let cta = &mut cl.ctas[w.cta];
         cta.live_threads -= w.full.count_ones();

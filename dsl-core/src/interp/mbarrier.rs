@@ -184,12 +184,71 @@ impl Machine<'_> {
             ));
         }
         let phase = mb.phase;
-        mb.tx += tx;
+        self.mbar_tx(cl, w, Some(lane), c, off, tx, "arrive.expect_tx")?;
+        let mb = cl.ctas[c].mbars.get_mut(&off).expect("checked");
         mb.pending -= 1;
-        if mb.pending == 0 && mb.tx == 0 {
-            mb.phase += 1;
-            mb.pending = mb.count;
+        mb.complete_if_done();
+        Ok(phase)
+    }
+
+    /// Adds `tx` to the transaction count of the mbarrier at `off` of CTA `c` without
+    /// arriving: positive for an expect-tx, negative for a copy's complete-tx. The count
+    /// may go negative (bytes may land before they are expected) within the hardware's
+    /// range. Returns the phase the transactions count towards.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mbar_tx(
+        &self,
+        cl: &mut Cluster,
+        w: &Warp,
+        lane: Option<usize>,
+        c: usize,
+        off: u32,
+        tx: i64,
+        what: &str,
+    ) -> Result<u64, InterpError> {
+        let id = cl.ctas[c].id;
+        let mb = cl.ctas[c]
+            .mbars
+            .get_mut(&off)
+            .expect("checked by mbar_target");
+        let count = mb.tx + tx;
+        if count.abs() > TX_LIMIT {
+            let msg = format!(
+                "{what} of {tx} makes the tx-count of the mbarrier at shared {:#x} of {} {count} \
+                 in phase {}: it ranges over -(2^20 - 1) ..= 2^20 - 1",
+                SMEM_BASE + off,
+                id,
+                mb.phase
+            );
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Mbarrier,
+                lane,
+                None,
+                msg,
+            ));
+        }
+        mb.tx = count;
+        let phase = mb.phase;
+        if tx != 0 {
+            mb.complete_if_done();
         }
         Ok(phase)
+    }
+}
+
+/// The largest magnitude of an mbarrier's tx-count (PTX §9.7.13.15.1).
+const TX_LIMIT: i64 = (1 << 20) - 1;
+
+impl Mbar {
+    /// A phase completes when its pending arrivals and transaction count both reach zero
+    /// (PTX §9.7.13.15.6); the barrier then starts the next phase with its count.
+    fn complete_if_done(&mut self) {
+        if self.pending == 0 && self.tx == 0 {
+            self.phase += 1;
+            self.pending = self.count;
+        }
     }
 }

@@ -204,6 +204,9 @@ impl Machine<'_> {
                     ));
                 }
                 let off = (addr - SMEM_BASE) as usize;
+                if cta.landed.is_some() {
+                    self.check_landed(cl, w, None, issuer, w.cta, off, 2, &at("the bytes"))?;
+                }
                 if let Some(p) = &cta.proxy {
                     for byte in off..off + 2 {
                         let writer = p.writer[byte];
