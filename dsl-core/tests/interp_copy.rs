@@ -128,7 +128,9 @@ impl Host {
 }
 
 fn words_to_u16(w: &[u32]) -> Vec<u16> {
-    w.iter().flat_map(|&x| [x as u16, (x >> 16) as u16]).collect()
+    w.iter()
+        .flat_map(|&x| [x as u16, (x >> 16) as u16])
+        .collect()
 }
 
 /// One TMA load of a rank-`R` box at runtime coordinates into a 1024-aligned tile,
@@ -380,7 +382,12 @@ fn cp_async_zero_fills_past_the_valid_bytes() {
         // Thread t copies bytes [16 t, 16 t + 16), of which those below `valid` exist.
         let start = tid * 16u32;
         let n = valid.max(start).min(start + 16u32) - start;
-        cp_async(tile.addr() + start, src.base() + start.cast::<u64>(), 16, Some(n));
+        cp_async(
+            tile.addr() + start,
+            src.base() + start.cast::<u64>(),
+            16,
+            Some(n),
+        );
         cp_async_commit();
         cp_async_wait(0);
         sync_threads();
@@ -433,7 +440,11 @@ fn a_three_stage_tma_pipeline_runs_exactly() {
                         // The producer starts at phase 1: the stages begin empty.
                         empty(s).wait(phase ^ 1u32);
                         full(s).arrive_expect_tx(map.box_bytes());
-                        map.load(stages.addr() + s * 1024u32, [0.into(), (i * 8u32).into()], full(s));
+                        map.load(
+                            stages.addr() + s * 1024u32,
+                            [0.into(), (i * 8u32).into()],
+                            full(s),
+                        );
                     });
                 });
             } else {
@@ -542,7 +553,13 @@ fn a_tma_load_over_operands_an_mma_still_reads_is_a_race() {
         let start = (tile.addr().value() >> 4u32).cast::<u64>();
         let desc = 0x4000_4040_0001_0000u64; // SW128, SBO 1024, LBO 16, bit 46.
         when(tid.eq(0u32), || {
-            tcgen05::mma_f16(d, start + desc, start + (desc + 1024), 0x0804_0490u32, false);
+            tcgen05::mma_f16(
+                d,
+                start + desc,
+                start + (desc + 1024),
+                0x0804_0490u32,
+                false,
+            );
             tcgen05::commit(mbar);
             // The next stage's load lands on the operands before mbar's phase is waited.
             tbar.arrive_expect_tx(map.box_bytes());
@@ -621,9 +638,7 @@ fn retarget_param_address(b: &mut Block, to: u32) -> usize {
                 then_body,
                 else_body,
                 ..
-            } => {
-                n += retarget_param_address(then_body, to) + retarget_param_address(else_body, to)
-            }
+            } => n += retarget_param_address(then_body, to) + retarget_param_address(else_body, to),
             Stmt::Loop { header, body, .. } => {
                 n += retarget_param_address(header, to) + retarget_param_address(body, to)
             }
