@@ -15,9 +15,9 @@ use super::InterpError;
 use super::alu::{Bin, Num, Tern, Un};
 use super::cvt::Packed;
 use crate::ir::{
-    AccessTy, AluOp, Bf16x2Arith, BinaryOp, Block, ClusterOp, CmpOp, CvtOp, FenceKind, Inst,
-    Kernel, MbarrierOp, MemOp, Op, Operand, Reg, Rounding, ShflMode, SourceLoc, Space, SpecialReg,
-    Stmt, SyncOp, Tcgen05Op, Ty, UnaryOp, WgmmaOp,
+    AccessTy, AluOp, Bf16x2Arith, BinaryOp, Block, ClusterOp, CmpOp, CopyOp, CvtOp, FenceKind,
+    Inst, Kernel, MbarrierOp, MemOp, Op, Operand, Reg, Rounding, ShflMode, SourceLoc, Space,
+    SpecialReg, Stmt, SyncOp, Tcgen05Op, Ty, UnaryOp, WgmmaOp,
 };
 
 /// An index into a warp's register file (slot-major: lane `l` of slot `s` is `s * 32 + l`).
@@ -185,6 +185,61 @@ pub(crate) enum Ins {
         d: Slot,
         a: Slot,
         rank: Slot,
+    },
+    /// `mbarrier.expect_tx`: tx without an arrival.
+    MbarExpectTx {
+        bar: Slot,
+        tx: Slot,
+    },
+    /// `bar.sync id, threads` (`wait`) or `bar.arrive id, threads`.
+    NamedBar {
+        id: u32,
+        threads: u32,
+        wait: bool,
+    },
+    SetMaxNreg {
+        regs: u32,
+        increase: bool,
+    },
+    /// `src_bytes` is NONE when all `bytes` are copied.
+    CpAsync {
+        dst: Slot,
+        src: Slot,
+        bytes: u32,
+        src_bytes: Slot,
+    },
+    CpAsyncCommit,
+    CpAsyncWait {
+        n: u32,
+    },
+    BulkLoad {
+        dst: Slot,
+        src: Slot,
+        bytes: Slot,
+        bar: Slot,
+    },
+    /// Coordinate slots are `lists[coords..coords + rank]`; `mask` is NONE without
+    /// multicast.
+    TensorLoad {
+        dst: Slot,
+        map: Slot,
+        coords: u32,
+        rank: u32,
+        bar: Slot,
+        mask: Slot,
+    },
+    TensorStore {
+        src: Slot,
+        map: Slot,
+        coords: u32,
+        rank: u32,
+    },
+    BulkCommit,
+    BulkWait {
+        n: u32,
+    },
+    PrefetchMap {
+        map: Slot,
     },
     TcAlloc {
         dst: Slot,
@@ -485,13 +540,6 @@ struct Compiler<'k> {
 }
 
 impl Compiler<'_> {
-    fn not_yet(&self, inst: &Inst) -> InterpError {
-        self.err(
-            inst,
-            format!("`{}` is not run by the interpreter yet", inst.op.name()),
-        )
-    }
-
     fn err(&self, inst: &Inst, message: String) -> InterpError {
         InterpError::Compile {
             kernel: self.kernel.name.clone(),
@@ -706,11 +754,22 @@ impl Compiler<'_> {
                 }
             }
             Op::Mem(op) => self.mem(inst, op)?,
-            Op::Copy(_) => return Err(self.not_yet(inst)),
+            Op::Copy(op) => self.copy(op),
             Op::Sync(op) => match op {
-                SyncOp::NamedBarrier { .. } | SyncOp::SetMaxNreg { .. } => {
-                    return Err(self.not_yet(inst));
+                SyncOp::NamedBarrier { id, threads, wait } => {
+                    if *id >= 16 {
+                        return Err(self.err(inst, format!("barrier id {id} is not in 0..16")));
+                    }
+                    Ins::NamedBar {
+                        id: *id,
+                        threads: *threads,
+                        wait: *wait,
+                    }
                 }
+                SyncOp::SetMaxNreg { regs, increase } => Ins::SetMaxNreg {
+                    regs: *regs,
+                    increase: *increase,
+                },
                 SyncOp::ReadSpecial { dst, reg } => Ins::Special {
                     d: self.reg(*dst),
                     reg: *reg,
@@ -745,7 +804,10 @@ impl Compiler<'_> {
                 | SyncOp::GridDepLaunchDependents => Ins::Nop,
             },
             Op::Mbarrier(op) => match op {
-                MbarrierOp::ExpectTx { .. } => return Err(self.not_yet(inst)),
+                MbarrierOp::ExpectTx { bar, tx_bytes } => Ins::MbarExpectTx {
+                    bar: self.opnd(bar),
+                    tx: self.opnd(tx_bytes),
+                },
                 MbarrierOp::Init { bar, count } => Ins::MbarInit {
                     bar: self.opnd(bar),
                     count: self.opnd(count),
@@ -896,6 +958,72 @@ impl Compiler<'_> {
         })
     }
 
+    fn copy(&mut self, op: &CopyOp) -> Ins {
+        let coords = |c: &mut Self, coords: &[Operand]| {
+            let at = c.lists.len() as u32;
+            for o in coords {
+                let s = c.opnd(o);
+                c.lists.push(s);
+            }
+            at
+        };
+        match op {
+            CopyOp::CpAsync {
+                dst,
+                src,
+                bytes,
+                src_bytes,
+            } => Ins::CpAsync {
+                dst: self.opnd(dst),
+                src: self.opnd(src),
+                bytes: *bytes,
+                src_bytes: src_bytes.as_ref().map_or(NONE, |n| self.opnd(n)),
+            },
+            CopyOp::CpAsyncCommit => Ins::CpAsyncCommit,
+            CopyOp::CpAsyncWait { n } => Ins::CpAsyncWait { n: *n },
+            CopyOp::BulkLoad {
+                dst,
+                src,
+                bytes,
+                bar,
+            } => Ins::BulkLoad {
+                dst: self.opnd(dst),
+                src: self.opnd(src),
+                bytes: self.opnd(bytes),
+                bar: self.opnd(bar),
+            },
+            CopyOp::TensorLoad {
+                dst,
+                map,
+                coords: cs,
+                bar,
+                multicast,
+            } => Ins::TensorLoad {
+                dst: self.opnd(dst),
+                map: self.reg(*map),
+                coords: coords(self, cs),
+                rank: cs.len() as u32,
+                bar: self.opnd(bar),
+                mask: multicast.as_ref().map_or(NONE, |m| self.opnd(m)),
+            },
+            CopyOp::TensorStore {
+                src,
+                map,
+                coords: cs,
+            } => Ins::TensorStore {
+                src: self.opnd(src),
+                map: self.reg(*map),
+                coords: coords(self, cs),
+                rank: cs.len() as u32,
+            },
+            CopyOp::BulkCommit => Ins::BulkCommit,
+            CopyOp::BulkWaitGroup { n, .. } => Ins::BulkWait { n: *n },
+            CopyOp::PrefetchTensorMap { map } => Ins::PrefetchMap {
+                map: self.reg(*map),
+            },
+        }
+    }
+
     fn check_ncols(&self, inst: &Inst, ncols: u32) -> Result<(), InterpError> {
         if !(32..=512).contains(&ncols) || !ncols.is_power_of_two() {
             return Err(self.err(
@@ -1042,7 +1170,15 @@ impl Compiler<'_> {
             }
         };
         Ok(match op {
-            MemOp::ParamAddress { .. } => return Err(self.not_yet(inst)),
+            MemOp::ParamAddress { dst, param } => {
+                if *param as usize >= self.kernel.params.len() {
+                    return Err(self.err(inst, format!("parameter #{param} does not exist")));
+                }
+                Ins::Mov {
+                    d: self.reg(*dst),
+                    a: self.konst(super::param_address(*param)),
+                }
+            }
             MemOp::LdParam { dst, param, offset } => {
                 let Some(p) = self.kernel.params.get(*param as usize) else {
                     return Err(self.err(inst, format!("parameter #{param} does not exist")));

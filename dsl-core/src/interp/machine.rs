@@ -5,16 +5,21 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use super::alu::{self, Bin, FULL};
+use super::barriers::Bar;
 use super::compile::{Ins, NONE, Program, Slot};
+use super::copy::{BulkGroups, CpGroups};
 use super::cvt;
 use super::debug::{Snapshot, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceEntry};
 use super::error::{BlockedWarp, CtaId, Deadlock, Fault, FaultKind, InterpError, Site};
-use super::memory::{GlobalFault, Memory, Smem, SmemFault, Tmem};
-use super::{Launch, MAX_SMEM_BYTES, Options, RunStats, SMEM_BASE};
-use crate::ir::{AccessTy, ShflMode, Space, SpecialReg};
+use super::mbarrier::Mbar;
+use super::memory::{Memory, Smem, Tmem};
+use super::proxy::{Landed, Proxy};
+use super::roles::{self, Budget};
+use super::{Launch, MAX_SMEM_BYTES, Options, RunStats};
+use crate::ir::{ShflMode, SpecialReg};
 
 /// Shared::cluster addresses of rank r are `(r + 1) << CLUSTER_SHIFT | offset`.
-const CLUSTER_SHIFT: u32 = 24;
+pub(crate) const CLUSTER_SHIFT: u32 = 24;
 
 /// The launch, resolved and checked.
 pub(crate) struct Config {
@@ -122,11 +127,13 @@ pub(crate) struct Warp {
     pub(crate) regs: Vec<u64>,
     pub(crate) exited: bool,
     /// `bar.sync` arrival: barrier id and generation.
-    bar_wait: Option<(usize, u64)>,
+    pub(crate) bar_wait: Option<(usize, u64)>,
     /// `barrier.cluster.arrive` done in this phase.
-    cluster_arrived: Option<u64>,
+    pub(crate) cluster_arrived: Option<u64>,
     /// Warpgroup rendezvous generation being waited for.
     pub(crate) wg_wait: Option<u64>,
+    /// `setmaxnreg` rendezvous generation being waited for.
+    pub(crate) nreg_wait: Option<u64>,
     /// Per slot: outstanding asynchronous writes (tcgen05.ld, wgmma) not yet waited for.
     pub(crate) pending: Vec<u16>,
     pub(crate) npending: u32,
@@ -161,32 +168,6 @@ impl Warp {
     }
 }
 
-#[derive(Clone, Copy, Default, Debug)]
-struct Bar {
-    arrived: u32,
-    generation: u64,
-}
-
-impl Bar {
-    /// Completes the barrier once every one of the CTA's `live` threads has arrived.
-    fn complete_if_all_arrived(&mut self, live: u32) {
-        if self.arrived > 0 && self.arrived >= live {
-            self.arrived = 0;
-            self.generation += 1;
-        }
-    }
-}
-
-/// An mbarrier object's state (PTX §9.7.13.15.2): expected count, pending arrivals,
-/// transaction count and the number of completed phases.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Mbar {
-    count: u32,
-    pending: u32,
-    tx: i64,
-    pub(crate) phase: u64,
-}
-
 /// A warpgroup rendezvous for `wgmma.mma_async`.
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct Rendezvous {
@@ -195,42 +176,26 @@ pub(crate) struct Rendezvous {
     pub(crate) generation: u64,
 }
 
-/// An MMA whose shared-memory reads are in flight (for the async-proxy check).
-pub(crate) struct Flight {
-    pub(crate) chunks: Vec<u32>,
-    pub(crate) issuer: u32,
-    pub(crate) pc: u32,
-    /// The mbarrier (CTA, offset) and phase its commit arrived on.
-    pub(crate) commit: Option<(usize, u32, u64)>,
-}
-
-/// Async-proxy bookkeeping of one CTA's shared memory.
-pub(crate) struct Proxy {
-    /// Per byte: the cluster thread that last wrote it with an ordinary store, plus one.
-    pub(crate) writer: Vec<u32>,
-    /// Per byte: that thread's proxy-fence count at the time of the write.
-    pub(crate) epoch: Vec<u32>,
-    /// Per 16-byte chunk: in-flight MMAs reading it.
-    pub(crate) busy: Vec<u16>,
-    pub(crate) flights: Vec<Flight>,
-}
-
 pub(crate) struct Cta {
     pub(crate) id: CtaId,
     pub(crate) smem: Smem,
     pub(crate) tmem: Tmem,
     pub(crate) mbars: HashMap<u32, Mbar>,
-    bars: [Bar; 16],
-    live_threads: u32,
+    pub(crate) bars: [Bar; 16],
+    pub(crate) live_threads: u32,
     pub(crate) groups: Vec<Rendezvous>,
     pub(crate) proxy: Option<Proxy>,
+    /// Which asynchronous copy last wrote each word (made by the first copy).
+    pub(crate) landed: Option<Landed>,
+    /// Per warpgroup: its register budget (`setmaxnreg`).
+    pub(crate) budgets: Vec<Budget>,
 }
 
 pub(crate) struct Cluster {
     pub(crate) ctas: Vec<Cta>,
     pub(crate) warps: Vec<Warp>,
-    cbar_arrived: u32,
-    cbar_phase: u64,
+    pub(crate) cbar_arrived: u32,
+    pub(crate) cbar_phase: u64,
     /// Per cluster thread: `fence.proxy.async` executed so far, and that count as of the
     /// thread's last barrier arrival.
     pub(crate) fences: Vec<u32>,
@@ -238,10 +203,13 @@ pub(crate) struct Cluster {
     /// (cluster thread, CTA, mbarrier offset) -> completed phases of that mbarrier the
     /// thread has seen through a successful wait.
     pub(crate) observed: HashMap<(u32, u32, u32), u64>,
+    /// Per cluster thread with copies in flight: its `cp.async` groups and bulk stores.
+    pub(crate) cp_async: HashMap<u32, CpGroups>,
+    pub(crate) bulk: HashMap<u32, BulkGroups>,
 }
 
 impl Cluster {
-    fn live_threads(&self) -> u32 {
+    pub(crate) fn live_threads(&self) -> u32 {
         self.ctas.iter().map(|c| c.live_threads).sum()
     }
 }
@@ -249,9 +217,11 @@ impl Cluster {
 pub(crate) struct Machine<'a> {
     pub(crate) prog: &'a Program,
     pub(crate) mem: &'a mut Memory,
-    params: Vec<Vec<u8>>,
+    pub(crate) params: Vec<Vec<u8>>,
     pub(crate) cfg: Config,
-    opts: &'a Options,
+    pub(crate) opts: &'a Options,
+    /// Registers per thread at kernel entry, when the kernel fixes them.
+    pub(crate) entry_regs: Option<u32>,
     lane_insts: u64,
     warp_insts: u64,
     /// `warp_insts` when the current cluster started (the watchdog budget is per cluster).
@@ -300,6 +270,7 @@ pub(crate) fn run(
         snap_stages,
         cfg,
         opts,
+        entry_regs: roles::entry_regs(&prog.kernel),
         lane_insts: 0,
         warp_insts: 0,
         cluster_start: 0,
@@ -392,7 +363,7 @@ pub(crate) fn lanes_of(m: u32) -> impl Iterator<Item = usize> {
     })
 }
 
-fn mask_str(m: u32) -> String {
+pub(crate) fn mask_str(m: u32) -> String {
     format!("{m:#010x}")
 }
 
@@ -442,6 +413,14 @@ impl<'a> Machine<'a> {
                     busy: vec![0; smem_len.div_ceil(16)],
                     flights: Vec::new(),
                 }),
+                landed: None,
+                budgets: vec![
+                    Budget {
+                        regs: self.entry_regs.unwrap_or(0),
+                        ..Budget::default()
+                    };
+                    cfg.nwarps.div_ceil(4) as usize
+                ],
             });
             for wid in 0..cfg.nwarps {
                 let lanes = (cfg.nthreads - wid * 32).min(32);
@@ -477,6 +456,8 @@ impl<'a> Machine<'a> {
             fences: vec![0; nthreads],
             published: vec![0; nthreads],
             observed: HashMap::new(),
+            cp_async: HashMap::new(),
+            bulk: HashMap::new(),
         }
     }
 
@@ -540,10 +521,10 @@ impl<'a> Machine<'a> {
     fn describe_wait(&self, cl: &Cluster, w: &Warp) -> String {
         let cta = &cl.ctas[w.cta];
         match &self.prog.code[w.pc as usize] {
-            Ins::BarSync { id } => format!(
-                "barrier {id}: {} of {} live threads of the CTA arrived",
-                cta.bars[*id as usize].arrived, cta.live_threads
-            ),
+            Ins::BarSync { id } | Ins::NamedBar { id, .. } => {
+                self.describe_bar(cl, w, *id as usize)
+            }
+            Ins::SetMaxNreg { regs, .. } => self.describe_nreg(cl, w, *regs),
             Ins::MbarWait { bar, parity } => {
                 let Some(l) = lanes_of(w.active).next() else {
                     return "an mbarrier (no active lane)".into();
@@ -730,6 +711,59 @@ impl<'a> Machine<'a> {
                 Ins::BarSync { id } => {
                     if let Flow::Block = self.bar_sync(cl, w, *id as usize, &mut progressed)? {
                         return Ok(progressed);
+                    }
+                }
+                Ins::NamedBar { id, threads, wait } => {
+                    if let Flow::Block =
+                        self.named_bar(cl, w, *id as usize, *threads, *wait, &mut progressed)?
+                    {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::SetMaxNreg { regs, increase } => {
+                    if let Flow::Block =
+                        self.set_max_nreg(cl, w, *regs, *increase, &mut progressed)?
+                    {
+                        return Ok(progressed);
+                    }
+                }
+                Ins::CpAsync {
+                    dst,
+                    src,
+                    bytes,
+                    src_bytes,
+                } => self.cp_async(cl, w, [*dst, *src, *src_bytes], *bytes)?,
+                Ins::CpAsyncCommit => self.cp_async_commit(cl, w),
+                Ins::CpAsyncWait { n } => self.cp_async_wait(cl, w, m, *n as usize)?,
+                Ins::BulkLoad {
+                    dst,
+                    src,
+                    bytes,
+                    bar,
+                } => self.bulk_load(cl, w, [*dst, *src, *bytes, *bar])?,
+                Ins::TensorLoad {
+                    dst,
+                    map,
+                    coords,
+                    rank,
+                    bar,
+                    mask,
+                } => self.tensor_load(cl, w, [*dst, *map, *bar, *mask], *coords, *rank)?,
+                Ins::TensorStore {
+                    src,
+                    map,
+                    coords,
+                    rank,
+                } => self.tensor_store(cl, w, [*src, *map], *coords, *rank)?,
+                Ins::BulkCommit => self.bulk_commit(cl, w),
+                Ins::BulkWait { n } => self.bulk_wait(cl, w, *n),
+                Ins::PrefetchMap { map } => self.prefetch_map(w, *map)?,
+                Ins::MbarExpectTx { bar, tx } => {
+                    for l in lanes_of(m) {
+                        let addr = reg(&w.regs, *bar, l) as u32;
+                        let tx = reg(&w.regs, *tx, l) as u32;
+                        let (c, off) = self.mbar_target(cl, w, l, addr, false)?;
+                        self.mbar_tx(cl, w, Some(l), c, off, tx as i64, "expect_tx")?;
                     }
                 }
                 Ins::Shfl { mode, d, a, b, c } => {
@@ -1241,33 +1275,9 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    /// Records, per waiting thread, the mbarrier phases its successful wait has seen: the
-    /// latest completed phase of the awaited parity.
-    fn observe(&self, cl: &mut Cluster, w: &Warp, bar: Slot, parity: Slot) {
-        for l in lanes_of(w.active) {
-            let off = (reg(&w.regs, bar, l) as u32).wrapping_sub(SMEM_BASE);
-            let p = reg(&w.regs, parity, l) & 1;
-            let completed = cl.ctas[w.cta].mbars[&off].phase;
-            let seen = if completed > 0 && (completed - 1) & 1 == p {
-                completed
-            } else {
-                completed.saturating_sub(1)
-            };
-            let t = self.cluster_thread(w, l) as u32;
-            let e = cl.observed.entry((t, w.cta as u32, off)).or_insert(0);
-            *e = (*e).max(seen);
-        }
-    }
-
     /// A thread's index in its cluster: CTA-major, then warp, then lane.
     pub(crate) fn cluster_thread(&self, w: &Warp, lane: usize) -> usize {
         w.cta * self.cfg.nthreads as usize + w.id as usize * 32 + lane
-    }
-
-    /// A thread's barrier arrival makes its proxy fences count for MMAs issued after it.
-    pub(crate) fn publish(&self, cl: &mut Cluster, w: &Warp, lane: usize) {
-        let t = self.cluster_thread(w, lane);
-        cl.published[t] = cl.fences[t];
     }
 
     fn special(&self, cl: &Cluster, w: &Warp, sr: SpecialReg) -> [u32; 32] {
@@ -1294,58 +1304,8 @@ impl<'a> Machine<'a> {
         })
     }
 
-    /// `bar.sync id`: every live thread of the CTA arrives, whole warps at a time.
-    fn bar_sync(
-        &mut self,
-        cl: &mut Cluster,
-        w: &mut Warp,
-        id: usize,
-        progressed: &mut bool,
-    ) -> Result<Flow, InterpError> {
-        if w.bar_wait.is_none() {
-            if w.active != w.full {
-                return Err(fault(
-                    self.prog,
-                    &self.cfg,
-                    w,
-                    FaultKind::DivergentBarrier,
-                    None,
-                    None,
-                    format!(
-                        "bar.sync {id} reached by lanes {} of the warp's {}: every thread of the \
-                         CTA must arrive, and a warp arrives whole",
-                        mask_str(w.active),
-                        mask_str(w.full)
-                    ),
-                ));
-            }
-            for l in lanes_of(w.active) {
-                self.publish(cl, w, l);
-            }
-            let cta = &mut cl.ctas[w.cta];
-            let bar = &mut cta.bars[id];
-            bar.arrived += w.full.count_ones();
-            w.bar_wait = Some((id, bar.generation));
-            *progressed = true;
-            bar.complete_if_all_arrived(cta.live_threads);
-        }
-        let (id, generation) = w.bar_wait.expect("arrived");
-        if cl.ctas[w.cta].bars[id].generation > generation {
-            w.bar_wait = None;
-            Ok(Flow::Next)
-        } else {
-            Ok(Flow::Block)
-        }
-    }
-
-    fn complete_cluster_barrier(cl: &mut Cluster) {
-        if cl.cbar_arrived > 0 && cl.cbar_arrived >= cl.live_threads() {
-            cl.cbar_arrived = 0;
-            cl.cbar_phase += 1;
-        }
-    }
-
     fn exit_warp(&mut self, cl: &mut Cluster, w: &mut Warp) -> Result<(), InterpError> {
+        self.copies_at_exit(cl, w)?;
         w.exited = true;
         let cta = &mut cl.ctas[w.cta];
         cta.live_threads -= w.full.count_ones();
@@ -1373,507 +1333,5 @@ impl<'a> Machine<'a> {
         }
         Self::complete_cluster_barrier(cl);
         Ok(())
-    }
-
-    /// The CTA and offset of the mbarrier at `addr` (shared::cta, or shared::cluster when
-    /// `remote`), which must be initialised.
-    pub(crate) fn mbar_target(
-        &self,
-        cl: &Cluster,
-        w: &Warp,
-        lane: usize,
-        addr: u32,
-        remote: bool,
-    ) -> Result<(usize, u32), InterpError> {
-        let ncta = cl.ctas.len();
-        let target = if remote {
-            resolve_cluster(w.cta, ncta, addr)
-        } else {
-            Some((w.cta, addr as u64))
-        };
-        let bad = |kind, msg: String| {
-            fault(
-                self.prog,
-                &self.cfg,
-                w,
-                kind,
-                Some(lane),
-                Some(addr as u64),
-                msg,
-            )
-        };
-        let Some((c, a)) = target else {
-            return Err(bad(
-                FaultKind::OutOfBounds,
-                format!(
-                    "shared::cluster address {addr:#x} names a rank outside the cluster of {ncta}"
-                ),
-            ));
-        };
-        let smem = &cl.ctas[c].smem;
-        let off = smem.offset(a, 8).map_err(|_| {
-            bad(
-                FaultKind::OutOfBounds,
-                format!(
-                    "mbarrier address {a:#x} is outside the CTA's shared memory [{SMEM_BASE:#x}, \
-                     {:#x})",
-                    SMEM_BASE as usize + smem.data.len()
-                ),
-            )
-        })? as u32;
-        if a % 8 != 0 {
-            return Err(bad(
-                FaultKind::Misaligned,
-                format!("mbarrier address {a:#x} is not 8-byte aligned"),
-            ));
-        }
-        if !cl.ctas[c].mbars.contains_key(&off) {
-            return Err(bad(
-                FaultKind::Mbarrier,
-                format!(
-                    "no initialised mbarrier at shared {a:#x} of {}",
-                    cl.ctas[c].id
-                ),
-            ));
-        }
-        Ok((c, off))
-    }
-
-    fn mbar_init(
-        &self,
-        cl: &mut Cluster,
-        w: &Warp,
-        bar: Slot,
-        count: Slot,
-    ) -> Result<(), InterpError> {
-        for l in lanes_of(w.active) {
-            let a = reg(&w.regs, bar, l) as u32;
-            let n = reg(&w.regs, count, l) as u32;
-            let bad = |kind, msg: String| {
-                fault(self.prog, &self.cfg, w, kind, Some(l), Some(a as u64), msg)
-            };
-            let cta = &mut cl.ctas[w.cta];
-            let off = cta.smem.offset(a as u64, 8).map_err(|_| {
-                bad(
-                    FaultKind::OutOfBounds,
-                    format!("mbarrier.init at {a:#x}, outside the CTA's shared memory"),
-                )
-            })?;
-            if a % 8 != 0 {
-                return Err(bad(
-                    FaultKind::Misaligned,
-                    format!("mbarrier at {a:#x} is not 8-byte aligned"),
-                ));
-            }
-            if n == 0 || n >= 1 << 20 {
-                return Err(bad(
-                    FaultKind::Mbarrier,
-                    format!("mbarrier.init count {n}: the count is 1 ..= 2^20 - 1"),
-                ));
-            }
-            cta.mbars.insert(
-                off as u32,
-                Mbar {
-                    count: n,
-                    pending: n,
-                    tx: 0,
-                    phase: 0,
-                },
-            );
-            cta.smem.mbar_words.set_range(off / 8, 1, true);
-            cta.smem.has_mbars = true;
-        }
-        Ok(())
-    }
-
-    /// One arrival (after adding `tx` to the transaction count) on the mbarrier at `off`
-    /// of CTA `c`. A phase completes when its pending arrivals and transaction count both
-    /// reach zero (PTX §9.7.13.15.6); the barrier then starts the next phase with its count.
-    pub(crate) fn mbar_arrive(
-        &self,
-        cl: &mut Cluster,
-        w: &Warp,
-        lane: usize,
-        c: usize,
-        off: u32,
-        tx: i64,
-    ) -> Result<u64, InterpError> {
-        let mb = cl.ctas[c]
-            .mbars
-            .get_mut(&off)
-            .expect("checked by mbar_target");
-        if mb.pending == 0 {
-            let msg = format!(
-                "an arrival on the mbarrier at shared {:#x} beyond its count {} in phase {} \
-                 (the phase waits for tx-count {})",
-                SMEM_BASE + off,
-                mb.count,
-                mb.phase,
-                mb.tx
-            );
-            return Err(fault(
-                self.prog,
-                &self.cfg,
-                w,
-                FaultKind::Mbarrier,
-                Some(lane),
-                None,
-                msg,
-            ));
-        }
-        let phase = mb.phase;
-        mb.tx += tx;
-        mb.pending -= 1;
-        if mb.pending == 0 && mb.tx == 0 {
-            mb.phase += 1;
-            mb.pending = mb.count;
-        }
-        Ok(phase)
-    }
-
-    /// Reads for a load or an MMA: bytes at `address` of `space` into `out`.
-    fn read_space(
-        &self,
-        cl: &Cluster,
-        w: &Warp,
-        lane: usize,
-        space: Space,
-        address: u64,
-        out: &mut [u8],
-    ) -> Result<(), InterpError> {
-        match space {
-            Space::Global => self.mem.read_global(address, out).map_err(|e| {
-                let GlobalFault::OutOfBounds(why) = e;
-                self.mem_fault(w, lane, address, out.len(), "global read", why)
-            }),
-            Space::Shared | Space::SharedCluster => {
-                let (c, a) = self.shared_target(cl, w, lane, space, address, out.len())?;
-                cl.ctas[c]
-                    .smem
-                    .read(a, out)
-                    .map_err(|e| self.smem_fault(cl, w, lane, c, a, out.len(), "read", e))
-            }
-        }
-    }
-
-    /// The CTA and shared::cta address an ld/st.shared{::cluster} address names.
-    fn shared_target(
-        &self,
-        cl: &Cluster,
-        w: &Warp,
-        lane: usize,
-        space: Space,
-        address: u64,
-        len: usize,
-    ) -> Result<(usize, u64), InterpError> {
-        if space == Space::Shared {
-            return Ok((w.cta, address));
-        }
-        resolve_cluster(w.cta, cl.ctas.len(), address as u32).ok_or_else(|| {
-            self.mem_fault(
-                w,
-                lane,
-                address,
-                len,
-                "shared::cluster access",
-                format!(
-                    "the address names rank {} but the cluster has {} CTA(s)",
-                    (address >> CLUSTER_SHIFT) - 1,
-                    cl.ctas.len()
-                ),
-            )
-        })
-    }
-
-    fn mem_fault(
-        &self,
-        w: &Warp,
-        lane: usize,
-        address: u64,
-        len: usize,
-        what: &str,
-        why: String,
-    ) -> InterpError {
-        fault(
-            self.prog,
-            &self.cfg,
-            w,
-            FaultKind::OutOfBounds,
-            Some(lane),
-            Some(address),
-            format!("{what} of {len} byte(s) at {address:#x}: {why}"),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn smem_fault(
-        &self,
-        cl: &Cluster,
-        w: &Warp,
-        lane: usize,
-        c: usize,
-        a: u64,
-        len: usize,
-        what: &str,
-        e: SmemFault,
-    ) -> InterpError {
-        let cta = &cl.ctas[c];
-        let whose = if c == w.cta {
-            "the CTA's".to_string()
-        } else {
-            format!("{}'s", cta.id)
-        };
-        let end = SMEM_BASE as usize + cta.smem.data.len();
-        let (kind, msg) = match e {
-            SmemFault::OutOfBounds => (
-                FaultKind::OutOfBounds,
-                format!(
-                    "shared {what} of {len} byte(s) at {a:#x} is outside {whose} shared memory \
-                     [{SMEM_BASE:#x}, {end:#x})"
-                ),
-            ),
-            SmemFault::Uninitialized(off) => (
-                FaultKind::Uninitialized,
-                format!(
-                    "shared {what} of {len} byte(s) at {a:#x}: byte {:#x} of {whose} shared \
-                     memory was never written",
-                    SMEM_BASE + off
-                ),
-            ),
-            SmemFault::Mbarrier(off) => (
-                FaultKind::Mbarrier,
-                format!(
-                    "shared {what} of {len} byte(s) at {a:#x} touches the live mbarrier object \
-                     at {:#x}; mbarriers are accessed with mbarrier.* only",
-                    SMEM_BASE + off
-                ),
-            ),
-        };
-        fault(self.prog, &self.cfg, w, kind, Some(lane), Some(a), msg)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn load(
-        &mut self,
-        cl: &Cluster,
-        w: &mut Warp,
-        space: Space,
-        ty: AccessTy,
-        n: u32,
-        d: &[Slot; 4],
-        addr: Slot,
-        offset: i32,
-        pred: Slot,
-    ) -> Result<(), InterpError> {
-        let size = ty.bytes() as usize;
-        let total = size * n as usize;
-        for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
-            let address = effective(space, reg(&w.regs, addr, l), offset);
-            if address % total as u64 != 0 {
-                return Err(self.misaligned(w, l, address, total, "load"));
-            }
-            let mut buf = [0u8; 32];
-            self.read_space(cl, w, l, space, address, &mut buf[..total])?;
-            for (i, &dst) in d.iter().take(n as usize).enumerate() {
-                let mut v = [0u8; 8];
-                v[..size].copy_from_slice(&buf[i * size..(i + 1) * size]);
-                w.regs[dst as usize * 32 + l] = u64::from_le_bytes(v);
-            }
-        }
-        Ok(())
-    }
-
-    fn misaligned(
-        &self,
-        w: &Warp,
-        lane: usize,
-        address: u64,
-        total: usize,
-        what: &str,
-    ) -> InterpError {
-        fault(
-            self.prog,
-            &self.cfg,
-            w,
-            FaultKind::Misaligned,
-            Some(lane),
-            Some(address),
-            format!(
-                "a {total}-byte {what} at {address:#x} is not {total}-byte aligned (accesses, \
-                 vectors included, must be aligned to their full size)"
-            ),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn store(
-        &mut self,
-        cl: &mut Cluster,
-        w: &Warp,
-        space: Space,
-        ty: AccessTy,
-        n: u32,
-        s: &[Slot; 4],
-        addr: Slot,
-        offset: i32,
-        pred: Slot,
-    ) -> Result<(), InterpError> {
-        let size = ty.bytes() as usize;
-        let total = size * n as usize;
-        for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
-            let address = effective(space, reg(&w.regs, addr, l), offset);
-            if address % total as u64 != 0 {
-                return Err(self.misaligned(w, l, address, total, "store"));
-            }
-            let mut buf = [0u8; 32];
-            for (i, &src) in s.iter().take(n as usize).enumerate() {
-                let v = reg(&w.regs, src, l).to_le_bytes();
-                buf[i * size..(i + 1) * size].copy_from_slice(&v[..size]);
-            }
-            let bytes = &buf[..total];
-            match space {
-                Space::Global => self.mem.write_global(address, bytes).map_err(|e| {
-                    let GlobalFault::OutOfBounds(why) = e;
-                    self.mem_fault(w, l, address, total, "global write", why)
-                })?,
-                Space::Shared | Space::SharedCluster => {
-                    let (c, a) = self.shared_target(cl, w, l, space, address, total)?;
-                    let off = cl.ctas[c]
-                        .smem
-                        .write(a, bytes)
-                        .map_err(|e| self.smem_fault(cl, w, l, c, a, total, "write", e))?;
-                    self.track_store(cl, w, l, c, off, total)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Async-proxy bookkeeping of an ordinary store: who wrote each byte, and whether an
-    /// MMA may still be reading it.
-    fn track_store(
-        &self,
-        cl: &mut Cluster,
-        w: &Warp,
-        lane: usize,
-        c: usize,
-        off: usize,
-        len: usize,
-    ) -> Result<(), InterpError> {
-        let t = self.cluster_thread(w, lane);
-        let epoch = cl.fences[t];
-        let Some(proxy) = cl.ctas[c].proxy.as_mut() else {
-            return Ok(());
-        };
-        for b in off..off + len {
-            proxy.writer[b] = t as u32 + 1;
-            proxy.epoch[b] = epoch;
-        }
-        let chunks = off / 16..(off + len).div_ceil(16);
-        if chunks.clone().all(|ch| proxy.busy[ch] == 0) {
-            return Ok(());
-        }
-        let proxy = cl.ctas[c].proxy.as_ref().expect("checked");
-        for ch in chunks {
-            if proxy.busy[ch] == 0 {
-                continue;
-            }
-            // The MMA may still read the chunk unless this thread waited for the phase its
-            // commit arrived on.
-            // Flights are sorted chunk lists, and runs of them share a commit: look each
-            // commit up once.
-            let mut last: Option<((usize, u32, u64), bool)> = None;
-            let racing = proxy.flights.iter().find(|f| {
-                if f.chunks.binary_search(&(ch as u32)).is_err() {
-                    return false;
-                }
-                let Some(key @ (mc, mo, ph)) = f.commit else {
-                    return true;
-                };
-                let seen = match last {
-                    Some((k, seen)) if k == key => seen,
-                    _ => {
-                        let seen = cl
-                            .observed
-                            .get(&(t as u32, mc as u32, mo))
-                            .is_some_and(|&seen| seen > ph);
-                        last = Some((key, seen));
-                        seen
-                    }
-                };
-                !seen
-            });
-            let Some(f) = racing else { continue };
-            let m = &self.prog.meta[f.pc as usize];
-            let state = match f.commit {
-                None => "it was not committed yet".to_string(),
-                Some((mc, mo, ph)) => format!(
-                    "this thread has not waited for phase {ph} of the mbarrier at shared {:#x} of \
-                     {} that it was committed to",
-                    SMEM_BASE + mo,
-                    cl.ctas[mc].id
-                ),
-            };
-            return Err(fault(
-                self.prog,
-                &self.cfg,
-                w,
-                FaultKind::AsyncProxyRace,
-                Some(lane),
-                Some(SMEM_BASE as u64 + ch as u64 * 16),
-                format!(
-                    "overwrites shared memory at {:#x} that the {} issued at {} by thread {} may \
-                     still be reading: {state}",
-                    SMEM_BASE as usize + ch * 16,
-                    m.op,
-                    m.loc,
-                    f.issuer
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Drops the in-flight MMA reads of CTA `c` whose commit phase has completed.
-    pub(crate) fn retire_flights(&self, cl: &mut Cluster, c: usize) {
-        let done: Vec<bool> = {
-            let Some(proxy) = cl.ctas[c].proxy.as_ref() else {
-                return;
-            };
-            proxy
-                .flights
-                .iter()
-                .map(|f| match f.commit {
-                    // Two phases later every thread that took part has moved on; keeping the
-                    // flight longer only costs memory.
-                    Some((mc, mo, ph)) => cl.ctas[mc]
-                        .mbars
-                        .get(&mo)
-                        .is_none_or(|mb| mb.phase > ph + 1),
-                    None => false,
-                })
-                .collect()
-        };
-        let proxy = cl.ctas[c].proxy.as_mut().expect("checked");
-        let mut done = done.into_iter();
-        let flights = std::mem::take(&mut proxy.flights);
-        for f in flights {
-            if done.next().expect("one flag per flight") {
-                for &ch in &f.chunks {
-                    proxy.busy[ch as usize] -= 1;
-                }
-            } else {
-                proxy.flights.push(f);
-            }
-        }
-    }
-}
-
-/// The byte address of `[reg + offset]` in a state space (shared addresses are 32-bit).
-#[inline]
-fn effective(space: Space, base: u64, offset: i32) -> u64 {
-    match space {
-        Space::Global => base.wrapping_add(offset as i64 as u64),
-        Space::Shared | Space::SharedCluster => (base as u32).wrapping_add(offset as u32) as u64,
     }
 }

@@ -330,7 +330,7 @@ impl Smem {
         }
     }
 
-    fn touches_mbar(&self, off: usize, len: usize) -> Option<u32> {
+    pub(crate) fn touches_mbar(&self, off: usize, len: usize) -> Option<u32> {
         if !self.has_mbars {
             return None;
         }

@@ -84,14 +84,20 @@
 //! - wgmma operand reads are checked for proxy fences but not tracked in flight, and the
 //!   `wgmma.fence` before touching accumulators is not checked.
 
+mod access;
 mod alu;
+mod barriers;
 mod compile;
+mod copy;
 mod cvt;
 mod debug;
 mod desc;
 mod error;
 mod machine;
+mod mbarrier;
 mod memory;
+mod proxy;
+mod roles;
 mod tcgen05;
 mod wgmma;
 
@@ -108,6 +114,17 @@ use crate::ir::{Kernel, ParamKind, Ty, tensor_param};
 
 /// The shared::cta address of the first byte of dynamic shared memory.
 pub const SMEM_BASE: u32 = 0x400;
+/// Where parameter space sits in the generic address space (`cvta.param`): parameter `i`
+/// at `PARAM_BASE + i * PARAM_STRIDE`. Below every global buffer and far from the shared
+/// windows, so an ordinary access through it faults and a TMA op can name the parameter.
+pub const PARAM_BASE: u64 = 0x7e00_0000_0000;
+/// The distance between two parameters' addresses: a tensor map's 128 bytes, rounded up.
+pub const PARAM_STRIDE: u64 = 256;
+
+pub(crate) fn param_address(param: u32) -> u64 {
+    PARAM_BASE + param as u64 * PARAM_STRIDE
+}
+
 /// The most dynamic shared memory a CTA may have on sm_90/sm_100 (227 KiB).
 pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
 

@@ -6,8 +6,9 @@
 use super::compile::Slot;
 use super::desc::{self, Elem, InstrDesc, Major, SmemDesc, Swizzle};
 use super::error::{FaultKind, InterpError};
-use super::machine::{Cluster, Flight, Flow, Machine, Warp, fault, lanes_of, reg};
+use super::machine::{Cluster, Flow, Machine, Warp, fault, lanes_of, reg};
 use super::memory::{SmemFault, TMEM_COLS, TmemAlloc, TmemFault};
+use super::proxy::Flight;
 use super::{SMEM_BASE, cvt};
 
 /// How an MMA names the operand it reads, for messages.
@@ -203,6 +204,9 @@ impl Machine<'_> {
                     ));
                 }
                 let off = (addr - SMEM_BASE) as usize;
+                if cta.landed.is_some() {
+                    self.check_landed(cl, w, None, issuer, w.cta, off, 2, &at("the bytes"))?;
+                }
                 if let Some(p) = &cta.proxy {
                     for byte in off..off + 2 {
                         let writer = p.writer[byte];
