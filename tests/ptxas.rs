@@ -78,9 +78,16 @@ fn every_snapshot_assembles() {
                     r.spill_stores + r.spill_loads,
                     r.stack_frame
                 );
-                if r.spill_stores + r.spill_loads > 0 || r.registers > MAX_REGISTERS {
+                // A warp-specialised kernel sets its budgets per role with setmaxnreg (checked
+                // by its RegisterPlan); the entry count is then the block's share of the file.
+                let limit = if ptx.contains("setmaxnreg") {
+                    255
+                } else {
+                    MAX_REGISTERS
+                };
+                if r.spill_stores + r.spill_loads > 0 || r.registers > limit {
                     failures.push(format!(
-                        "{name}: {} registers, {} bytes spilled (limit {MAX_REGISTERS} registers, no spills)",
+                        "{name}: {} registers, {} bytes spilled (limit {limit} registers, no spills)",
                         r.registers,
                         r.spill_stores + r.spill_loads
                     ));

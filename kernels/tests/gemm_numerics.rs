@@ -8,10 +8,20 @@ use kernels::gemm::{GemmShape, exact_operands, reference, run_interpreter};
 fn check(target: Target, m: u32, n: u32, k: u32, ctas: u32) {
     let shape = GemmShape::new(m, n, k).unwrap();
     let (a, b) = exact_operands(shape, (m * 31 + n) as u64);
-    let got = run_interpreter(target, shape, &a, &b, ctas).unwrap_or_else(|e| panic!("{target}: {e}"));
+    let got =
+        run_interpreter(target, shape, &a, &b, ctas).unwrap_or_else(|e| panic!("{target}: {e}"));
     let want = reference(shape, &a, &b);
-    let bad = got.iter().zip(&want).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
-    assert_eq!(bad, 0, "{target} {m}x{n}x{k}: {bad} of {} outputs differ", want.len());
+    let bad = got
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| g.to_bits() != w.to_bits())
+        .count();
+    assert_eq!(
+        bad,
+        0,
+        "{target} {m}x{n}x{k}: {bad} of {} outputs differ",
+        want.len()
+    );
 }
 
 #[test]
