@@ -29,7 +29,8 @@
 //! warp is a coroutine with its own program counter over the compiled code, an active mask
 //! and a reconvergence stack for the structured `If`/`Loop` (a uniform branch skips the
 //! untaken side). A warp runs until it blocks (`bar.sync`, an mbarrier wait, a cluster
-//! wait, a warpgroup rendezvous, a full TMEM) or exits; warps take turns in a fixed order,
+//! wait, a warpgroup rendezvous, a named barrier, a `setmaxnreg.inc` the register pool
+//! cannot cover, a full TMEM) or exits; warps take turns in a fixed order,
 //! so runs are deterministic. When a whole round makes no progress, the run stops with
 //! [`InterpError::Deadlock`] listing every blocked warp.
 //!
@@ -43,12 +44,18 @@
 //!   shared::cluster address `(r + 1) << 24 | a`; addresses below `1 << 24` are the
 //!   executing CTA's own window (shared::cta is part of shared::cluster).
 //! - Tensor memory: per CTA, 128 lanes x 512 columns of 32-bit cells.
+//! - Parameters: `cvta.param` of parameter `i` is [`PARAM_BASE`] `+ i *` [`PARAM_STRIDE`];
+//!   only the tensor-map operand of TMA ops reads through it (any other access faults).
 //!
 //! Asynchronous ops (tcgen05.mma, tcgen05.ld, wgmma) execute when issued; what the program
 //! may observe of their asynchrony is checked instead: registers of a `tcgen05.ld` or
 //! `wgmma` read before `tcgen05.wait::ld` / `wgmma.wait_group`, shared memory an MMA reads
 //! written without `fence.proxy.async` and a barrier, or overwritten before the storing
-//! thread waited for the MMA's commit phase.
+//! thread waited for the MMA's commit phase. Bulk and TMA loads also run when issued and
+//! complete their bytes on the mbarrier at once; a thread that touches the data before it
+//! observed that mbarrier phase (a successful `try_wait.parity`), or a copy over operands
+//! an in-flight MMA reads, is a fault. `cp.async` reads when issued and lands at its
+//! thread's `cp.async.wait_group`; its destination is off limits until then.
 //!
 //! # Registers
 //! [`Program::compile`] gives every virtual register a live interval over the linearised
@@ -63,7 +70,11 @@
 //! never-written cells poison their registers and fault when used), divergent `bar.sync` and
 //! `.aligned` cluster barriers, warp collectives with inactive lanes, mbarrier misuse, the
 //! TMEM lane quadrant of each warp, TMEM allocation and leaks, every descriptor field, one
-//! issuing thread per `tcgen05.mma`, integer division by zero, deadlocks and runaway loops.
+//! issuing thread per `tcgen05.mma`, integer division by zero, deadlocks and runaway loops;
+//! tensor maps decoded from the parameter bytes at every TMA copy, box bounds, copy
+//! alignment (a swizzled box starts a swizzle pattern), mbarrier tx-count range, TMA stores
+//! of shared memory not made visible with `fence.proxy.async`, bulk stores not waited for
+//! at exit, named-barrier counts and double arrivals, and `setmaxnreg` budgets.
 //!
 //! # Where the interpreter departs from the hardware
 //! - MMA arithmetic: the products are exact and summed in f64, then rounded once to the
@@ -83,6 +94,11 @@
 //!   object is opaque (ordinary loads and stores of it fault).
 //! - wgmma operand reads are checked for proxy fences but not tracked in flight, and the
 //!   `wgmma.fence` before touching accumulators is not checked.
+//! - A TMA store's shared-memory source is read when the store issues; rewriting it before
+//!   `cp.async.bulk.wait_group.read` is not detected. Data a copy wrote is tracked per
+//!   4-byte word (an ordinary store of part of a word forgets the whole word).
+//! - Register budgets are bookkeeping only: `setmaxnreg` checks counts and the 64K pool of
+//!   the CTA, but code using more registers than its budget is not detected here.
 
 mod access;
 mod alu;
