@@ -223,3 +223,33 @@ fn key_errors_keep_their_type() {
         other => panic!("expected a page error, got {other:?}"),
     }
 }
+
+/// The messages of `err` and of every cause under it, as an error chain (anyhow's `{:#}`)
+/// prints them.
+fn chain(err: &dyn std::error::Error) -> Vec<String> {
+    let mut out = vec![err.to_string()];
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        out.push(e.to_string());
+        cause = e.source();
+    }
+    out
+}
+
+#[test]
+fn wrapped_errors_print_their_cause_once() {
+    let mut args = valid();
+    args.heads = 24;
+    let decode = args.check(Target::Sm100a).unwrap_err();
+    assert!(matches!(
+        decode,
+        DecodeError::Key(KeyError::Heads { heads: 24 })
+    ));
+    let engine = kernels::swap_ab_decode::engine::EngineError::from(decode);
+    let printed = chain(&engine).join(": ");
+    assert_eq!(
+        printed.matches("live heads must be").count(),
+        1,
+        "the chain repeats its cause: {printed}"
+    );
+}

@@ -10,6 +10,7 @@ use crate::trace::TraceError;
 
 /// Why a device could not be opened, a kernel loaded, or a launch made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JitError {
     #[error(
         "no CUDA driver on this machine (libcuda.so was not found): GPU work needs an NVIDIA \

@@ -112,12 +112,18 @@ mod tests {
             extra_record_bytes: 300,
             ..shape()
         };
-        assert_eq!(dispatch(&bad, Target::Sm100a), Err(KeyError::Record(300)));
+        assert_eq!(
+            dispatch(&bad, Target::Sm100a),
+            Err(KeyError::Record { bytes: 300 })
+        );
         let bad = LayerShape {
             heads: 24,
             ..shape()
         };
-        assert_eq!(dispatch(&bad, Target::Sm90a), Err(KeyError::Heads(24)));
+        assert_eq!(
+            dispatch(&bad, Target::Sm90a),
+            Err(KeyError::Heads { heads: 24 })
+        );
         let bad = LayerShape {
             swa_page: 48,
             ..shape()

@@ -19,6 +19,7 @@ use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EngineKind {
     Interpreter,
     Gpu,
@@ -51,18 +52,20 @@ pub struct EngineRun {
     pub snapshots: Vec<interp::Snapshot>,
 }
 
-/// Why a run failed.
+/// Why a run failed. Every variant only wraps its cause, so its message and `source()` are
+/// the cause's own (an error chain prints each message once).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
-    #[error("{0}")]
+    #[error(transparent)]
     Trace(#[from] TraceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Interp(#[from] InterpError),
-    #[error("{0}")]
+    #[error(transparent)]
     Decode(#[from] DecodeError),
-    #[error("{0}")]
+    #[error(transparent)]
     Jit(#[from] JitError),
-    #[error("{0}")]
+    #[error(transparent)]
     Driver(#[from] cudarc::driver::DriverError),
 }
 

@@ -120,21 +120,24 @@ pub struct DecodeArgs {
 
 /// Why a decode call was refused or failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
+    /// An argument tensor does not fit: `tensor` is its field name in [`DecodeArgs`].
     #[error("`{tensor}`: {problem}")]
     Tensor {
         tensor: &'static str,
         problem: String,
     },
-    #[error("softmax_scale must be a finite positive number, got {0}")]
-    Scale(f32),
-    #[error("{0}")]
+    #[error("softmax_scale must be a finite positive number, got {value}")]
+    Scale { value: f32 },
+    #[error(transparent)]
     Key(#[from] KeyError),
     #[error(
-        "the device has no kestrel target (compute capability {0}.{1}): the decode kernel runs on sm_90 or sm_100"
+        "the device has no kestrel target (compute capability {}.{}): the decode kernel runs on sm_90 or sm_100",
+        .compute_capability.0, .compute_capability.1
     )]
-    NoTarget(i32, i32),
-    #[error("{0}")]
+    NoTarget { compute_capability: (i32, i32) },
+    #[error(transparent)]
     Jit(#[from] JitError),
 }
 
@@ -281,7 +284,9 @@ impl DecodeArgs {
     /// the tensor and says what is expected.
     pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
         if !(self.softmax_scale.is_finite() && self.softmax_scale > 0.0) {
-            return Err(DecodeError::Scale(self.softmax_scale));
+            return Err(DecodeError::Scale {
+                value: self.softmax_scale,
+            });
         }
         let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
         let (tokens, padded_heads) = (q[0], q[1]);
@@ -414,9 +419,8 @@ pub struct SwapAbDecode {
 impl SwapAbDecode {
     /// The kernel for `device`'s architecture (sm_90 -> sm_90a, sm_100 -> sm_100a).
     pub fn new(device: Arc<Device>) -> Result<Self, DecodeError> {
-        let target = device.target().ok_or_else(|| {
-            let (major, minor) = device.info().compute_capability;
-            DecodeError::NoTarget(major, minor)
+        let target = device.target().ok_or_else(|| DecodeError::NoTarget {
+            compute_capability: device.info().compute_capability,
         })?;
         Ok(SwapAbDecode::for_target(device, target))
     }

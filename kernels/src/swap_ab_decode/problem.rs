@@ -10,6 +10,7 @@ use super::{CompileKey, ExtraRecord, KeyError, ROPE_DIM};
 
 /// Why a [`DecodeProblem`] (or a case file holding one) cannot be run.
 #[derive(Clone, Debug, PartialEq, Error)]
+#[non_exhaustive]
 pub enum ProblemError {
     #[error(transparent)]
     Key(#[from] KeyError),
