@@ -15,6 +15,7 @@ use super::cache::PagedCache;
 use super::host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
+use super::query::CHUNK;
 use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
@@ -267,8 +268,8 @@ impl DeviceProblem {
         let args = DecodeArgs {
             q: DeviceTensor::new::<half::bf16>(
                 q_ptr,
-                &[q.s_q, q.padded_heads, HEAD_DIM],
-                &[q.token_stride, HEAD_DIM, 1],
+                &[q.s_q, HEAD_DIM / CHUNK, q.padded_heads, CHUNK],
+                &[q.token_stride, q.padded_heads * CHUNK, CHUNK, 1],
             ),
             swa_cache,
             swa_idx: list(swa_idx, &problem.swa),

@@ -18,6 +18,7 @@ use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
 use super::key::check_heads;
+use super::query::CHUNK;
 use super::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
     entry_name, trace_entry,
@@ -91,7 +92,10 @@ impl DeviceTensor {
 /// The arguments of one decode call (the seed's `__call__`).
 #[derive(Clone, Debug)]
 pub struct DecodeArgs {
-    /// `[s_q, HP, 512]` bf16, chunk-interleaved, strides `[>= HP * 512, 512, 1]`.
+    /// bf16 Q, chunk-interleaved, described as what it is in memory: `[s_q, 32, HP, 16]`
+    /// (token, 16-dim chunk, padded head, dim in the chunk), strides
+    /// `[>= HP * 512, HP * 16, 16, 1]`. A row-major `[s_q, HP, 512]` q is refused: repack it
+    /// ([`QueryBuffer::pack`](super::query::QueryBuffer::pack) does it on the host).
     pub q: DeviceTensor,
     /// `[num_blocks, page, 528]` u8 fp8 records, strides `[>= page * 528, 528, 1]`.
     pub swa_cache: DeviceTensor,
@@ -105,13 +109,16 @@ pub struct DecodeArgs {
     pub extra_len: DeviceTensor,
     /// `[>= s_q]` i64 query positions.
     pub positions: DeviceTensor,
-    /// `[max_pos, 64]` f32: 32 cos then 32 sin per position, strides `[>= 64, 1]`.
+    /// `[max_pos, 64]` f32: 32 cos then 32 sin per position, strides `[>= 64, 1]`; every
+    /// position in `positions` must be below `max_pos` (at least 1 row).
     pub cos_sin: DeviceTensor,
     /// `[>= heads]` f32 attention-sink logits.
     pub sink: DeviceTensor,
-    /// `[s_q, groups, 4096]` e4m3 (or u8), last stride 1; groups >= heads / 8.
+    /// `[s_q, groups, 4096]` e4m3 (or u8), last stride 1; groups >= heads / 8. The written
+    /// part (the first heads / 8 groups) must not overlap itself, `out_scale` or any input.
     pub out_data: DeviceTensor,
-    /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides.
+    /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides that do not overlap; like
+    /// `out_data`, disjoint from every other tensor.
     pub out_scale: DeviceTensor,
     /// Live heads: 8, 16, 32, 64 or 128.
     pub heads: usize,
@@ -211,6 +218,99 @@ fn check_equal(name: &'static str, what: &str, got: usize, want: usize) -> Resul
     Ok(())
 }
 
+/// Checks Q's dtype and its chunk-interleaved rank-4 shape `[s_q, 32, HP, 16]`; returns it.
+fn check_query(q: &DeviceTensor) -> Result<&[usize], DecodeError> {
+    if q.shape.len() == 3 && q.elem == ElemTy::Bf16 {
+        return Err(bad(
+            "q",
+            format!(
+                "shape {:?} is the row-major [s_q, HP, 512] view, but the kernel reads Q \
+                 chunk-interleaved (element (h, d) at (d / 16) * HP * 16 + h * 16 + d % 16 of a \
+                 token's row): describe it as [s_q, 32, HP, 16] with strides [token stride, \
+                 HP * 16, 16, 1], and repack a row-major q first (QueryBuffer::pack on the host)",
+                q.shape
+            ),
+        ));
+    }
+    let shape = check_kind("q", q, &[ElemTy::Bf16], 4)?;
+    check_equal("q", "chunks (dim 1)", shape[1], HEAD_DIM / CHUNK)?;
+    check_equal("q", "dims of a chunk (dim 3)", shape[3], CHUNK)?;
+    Ok(shape)
+}
+
+/// The bytes `[first, end)` that `t` covers with extents `extents` (none when empty).
+fn span(t: &DeviceTensor, extents: &[usize]) -> Option<(u64, u64)> {
+    if extents.contains(&0) {
+        return None;
+    }
+    let bytes = t.elem.bytes() as u64;
+    let last: u64 = extents
+        .iter()
+        .zip(&t.strides)
+        .map(|(&e, &s)| (e as u64 - 1) * s as u64)
+        .sum();
+    Some((t.ptr, t.ptr + (last + 1) * bytes))
+}
+
+/// Refuses an output whose elements (the first `extents` of it, what the kernel writes)
+/// share addresses: a zero stride or strides that interleave would make two results land
+/// on one element.
+fn check_no_self_overlap(
+    name: &'static str,
+    t: &DeviceTensor,
+    extents: &[usize],
+) -> Result<(), DecodeError> {
+    let mut dims: Vec<(usize, usize)> = extents
+        .iter()
+        .zip(&t.strides)
+        .filter(|&(&e, _)| e > 1)
+        .map(|(&e, &s)| (s, e))
+        .collect();
+    dims.sort_unstable();
+    let mut covered = 1;
+    for &(stride, extent) in &dims {
+        if stride < covered {
+            return Err(bad(
+                name,
+                format!(
+                    "strides {:?} over the written extents {extents:?} make elements share \
+                     an address (a zero stride, or strides smaller than the dims inside \
+                     them): give every output element its own address",
+                    t.strides
+                ),
+            ));
+        }
+        covered = stride * extent;
+    }
+    Ok(())
+}
+
+/// Refuses an output that shares bytes with another output or with an input.
+fn check_disjoint(
+    outputs: &[(&'static str, Option<(u64, u64)>)],
+    inputs: &[(&'static str, Option<(u64, u64)>)],
+) -> Result<(), DecodeError> {
+    for (i, &(name, out)) in outputs.iter().enumerate() {
+        let Some((lo, hi)) = out else { continue };
+        for &(other, span) in outputs[..i].iter().chain(inputs) {
+            if let Some((olo, ohi)) = span
+                && lo < ohi
+                && olo < hi
+            {
+                return Err(bad(
+                    name,
+                    format!(
+                        "bytes {lo:#x}..{hi:#x} overlap `{other}` ({olo:#x}..{ohi:#x}): the \
+                         kernel writes it while other CTAs read or write the other; give \
+                         each output its own buffer"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A validated call: its key and its token count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckedCall {
@@ -288,11 +388,10 @@ impl DecodeArgs {
                 value: self.softmax_scale,
             });
         }
-        let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
-        let (tokens, padded_heads) = (q[0], q[1]);
-        check_equal("q", "the last dim", q[2], HEAD_DIM)?;
+        let q = check_query(&self.q)?;
+        let (tokens, padded_heads) = (q[0], q[2]);
         check_heads(self.heads)?;
-        check_at_least("q", "padded heads (dim 1)", padded_heads, self.heads)?;
+        check_at_least("q", "padded heads (dim 2)", padded_heads, self.heads)?;
         check_at_least("q", "tokens (dim 0)", tokens, 1)?;
         if tokens > 65535 {
             return Err(bad(
@@ -300,8 +399,14 @@ impl DecodeArgs {
                 format!("at most 65535 tokens a launch (the grid's y), got {tokens}"),
             ));
         }
-        check_equal("q", "stride[2]", self.q.strides[2], 1)?;
-        check_equal("q", "stride[1]", self.q.strides[1], HEAD_DIM)?;
+        check_equal("q", "stride[3] (dims of a chunk)", self.q.strides[3], 1)?;
+        check_equal("q", "stride[2] (heads)", self.q.strides[2], CHUNK)?;
+        check_equal(
+            "q",
+            "stride[1] (chunks, HP * 16)",
+            self.q.strides[1],
+            padded_heads * CHUNK,
+        )?;
         check_at_least(
             "q",
             "the token stride (stride[0])",
@@ -339,6 +444,13 @@ impl DecodeArgs {
         let cos_sin = check_kind("cos_sin", &self.cos_sin, &[ElemTy::F32], 2)?;
         check_equal("cos_sin", "the last dim", cos_sin[1], ROPE_DIM)?;
         check_equal("cos_sin", "stride[1]", self.cos_sin.strides[1], 1)?;
+        if cos_sin[0] == 0 {
+            return Err(bad(
+                "cos_sin",
+                "has no rows: the kernel reads row positions[b] for every token; pass the \
+                 table with a row for every position the batch uses",
+            ));
+        }
         check_at_least("cos_sin", "stride[0]", self.cos_sin.strides[0], ROPE_DIM)?;
         check_align("cos_sin", "the base address", self.cos_sin.ptr, 16)?;
         check_align(
@@ -370,6 +482,17 @@ impl DecodeArgs {
             WV_GROUP_SIZE * HEAD_DIM / 128,
         )?;
         check_align("out_scale", "the base address", self.out_scale.ptr, 4)?;
+        let written = |t: &DeviceTensor| [tokens, groups_needed, t.shape[2]];
+        check_no_self_overlap("out_data", &self.out_data, &written(&self.out_data))?;
+        check_no_self_overlap("out_scale", &self.out_scale, &written(&self.out_scale))?;
+        let outputs = [
+            ("out_data", span(&self.out_data, &written(&self.out_data))),
+            (
+                "out_scale",
+                span(&self.out_scale, &written(&self.out_scale)),
+            ),
+        ];
+        check_disjoint(&outputs, &self.input_spans())?;
 
         let key = dispatch(
             &LayerShape {
@@ -385,9 +508,67 @@ impl DecodeArgs {
         Ok(CheckedCall { key, tokens })
     }
 
+    /// [`DecodeArgs::check`] for the debug entry point, which also writes `precast`
+    /// (`[s_q, heads, 512]` f32, strides that give every element its own address, disjoint
+    /// from every other tensor).
+    pub fn check_debug(
+        &self,
+        target: Target,
+        precast: &DeviceTensor,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = self.check(target)?;
+        let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
+        if shape != [call.tokens, call.key.heads, HEAD_DIM] {
+            return Err(bad(
+                "precast",
+                format!(
+                    "shape must be [{}, {}, 512], got {shape:?}",
+                    call.tokens, call.key.heads
+                ),
+            ));
+        }
+        check_no_self_overlap("precast", precast, shape)?;
+        let outputs = [
+            ("out_data", span(&self.out_data, &self.out_data.shape)),
+            ("out_scale", span(&self.out_scale, &self.out_scale.shape)),
+            ("precast", span(precast, shape)),
+        ];
+        check_disjoint(&outputs[2..], &outputs[..2])?;
+        check_disjoint(&outputs[2..], &self.input_spans())?;
+        Ok(call)
+    }
+
+    /// The bytes each input tensor covers, for the aliasing check of the outputs.
+    fn input_spans(&self) -> [(&'static str, Option<(u64, u64)>); 10] {
+        let all = |t: &DeviceTensor| span(t, &t.shape);
+        [
+            ("q", all(&self.q)),
+            ("swa_cache", all(&self.swa_cache)),
+            ("swa_idx", all(&self.swa_idx)),
+            ("swa_len", all(&self.swa_len)),
+            ("extra_cache", all(&self.extra_cache)),
+            ("extra_idx", all(&self.extra_idx)),
+            ("extra_len", all(&self.extra_len)),
+            ("positions", all(&self.positions)),
+            ("cos_sin", all(&self.cos_sin)),
+            ("sink", all(&self.sink)),
+        ]
+    }
+
+    /// Q as the kernel's parameter takes it: `[s_q, HP, 512]` rows of `stride[0]` elements,
+    /// inside which the kernel computes the chunk-interleaved offsets itself.
+    fn query_arg(&self) -> KernelArg {
+        let q = &self.q;
+        KernelArg::Tensor(TensorArg::new::<half::bf16, 3>(
+            q.ptr,
+            [q.shape[0] as i64, q.shape[2] as i64, HEAD_DIM as i64],
+            [q.strides[0] as i64, HEAD_DIM as i64, 1],
+        ))
+    }
+
     fn kernel_args(&self) -> [KernelArg; 13] {
         [
-            self.q.arg::<3>(),
+            self.query_arg(),
             self.swa_cache.arg::<3>(),
             self.swa_idx.arg::<2>(),
             self.swa_len.arg::<1>(),
@@ -502,17 +683,7 @@ impl SwapAbDecode {
         args: &DecodeArgs,
         precast: &DeviceTensor,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check(self.target)?;
-        let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
-        if shape != [call.tokens, call.key.heads, HEAD_DIM] {
-            return Err(bad(
-                "precast",
-                format!(
-                    "shape must be [{}, {}, 512], got {shape:?}",
-                    call.tokens, call.key.heads
-                ),
-            ));
-        }
+        let call = args.check_debug(self.target, precast)?;
         let kernel = self.entry(&call.key, true)?;
         let grid = call.key.grid(call.tokens);
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
