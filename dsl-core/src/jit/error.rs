@@ -136,6 +136,13 @@ pub enum JitError {
     },
 
     #[error(
+        "the raw stream given for kernel `{kernel}` belongs to another CUDA context than the \
+         one it was loaded in (device {loaded}'s primary context): load the kernel through a \
+         Device of the stream's context, or launch on a stream of device {loaded}"
+    )]
+    RawStreamContext { kernel: String, loaded: usize },
+
+    #[error(
         "launching kernel `{kernel}` (grid {grid:?}, block {block:?}, cluster {cluster:?}, \
          {smem_bytes} bytes of dynamic shared memory, PDL {pdl}) failed: {}{}",
         describe(*.error), hint(*.error)

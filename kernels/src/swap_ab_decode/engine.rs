@@ -12,7 +12,9 @@ use dsl_core::jit::{Device, JitError};
 use dsl_core::trace::TraceError;
 
 use super::cache::PagedCache;
-use super::host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
+use super::host::{
+    CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode, check_softmax_scale,
+};
 use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
 use super::query::CHUNK;
@@ -132,6 +134,7 @@ pub fn interpret_kernel(
     options: &Options,
 ) -> Result<EngineRun, EngineError> {
     let key = key_for(problem, kernel.target);
+    check_softmax_scale(problem.softmax_scale).map_err(EngineError::Decode)?;
     let program = Program::compile(kernel)?;
     let mut mem = Memory::new();
     let q = &problem.q;
@@ -329,7 +332,8 @@ pub fn run_gpu(
     problem: &DecodeProblem,
     precast: bool,
 ) -> Result<EngineRun, EngineError> {
-    let decode = SwapAbDecode::new(device.clone())?;
+    // A tool runs one-off shapes: compile the key here rather than refuse it.
+    let decode = SwapAbDecode::new(device.clone())?.with_mode(CompileMode::OnDemand);
     let stream = device.stream();
     let uploaded = DeviceProblem::upload(problem, stream)?;
     let heads = problem.heads();

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use dsl_core::Target;
 use dsl_core::ir::ElemTy;
 use dsl_core::jit::{Device, JitError, KernelArg, Launch, LoadedKernel, TensorArg};
@@ -44,19 +44,41 @@ impl DeviceTensor {
         }
     }
 
-    /// A tensor of `E` over a cudarc slice of `stream`'s context (any element type of the
-    /// same storage, e.g. a `CudaSlice<u8>` holding fp8 records), with extents and strides.
-    pub fn from_slice<E: Element, T>(
-        slice: &cudarc::driver::CudaSlice<T>,
-        stream: &CudaStream,
+    /// An input tensor of `E` over cudarc memory of `stream`'s context (a `CudaSlice` or a
+    /// `CudaView`, of any element type: a `CudaSlice<u8>` holding fp8 records is a u8
+    /// tensor). Refused, naming `name`, when `shape` and `strides` reach past the memory.
+    /// The returned guard records the kernel's read on `stream` when dropped: keep it until
+    /// the launch is enqueued.
+    pub fn input<'a, E: Element, T>(
+        name: &'static str,
+        memory: &'a impl DevicePtr<T>,
+        stream: &'a CudaStream,
         shape: &[usize],
         strides: &[usize],
-    ) -> Self {
-        Self::new::<E>(
-            cudarc::driver::DevicePtr::device_ptr(slice, stream).0,
-            shape,
-            strides,
-        )
+    ) -> Result<Bound<'a>, DecodeError> {
+        check_fits(name, E::ELEM, shape, strides, memory.num_bytes())?;
+        let (ptr, access) = memory.device_ptr(stream);
+        Ok(Bound {
+            tensor: Self::new::<E>(ptr, shape, strides),
+            _access: access,
+        })
+    }
+
+    /// [`DeviceTensor::input`] for an output (a `CudaSlice` or a `CudaViewMut`): the guard
+    /// records a write, so cudarc orders later reads of the memory after the kernel.
+    pub fn output<'a, E: Element, T>(
+        name: &'static str,
+        memory: &'a mut impl DevicePtrMut<T>,
+        stream: &'a CudaStream,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<Bound<'a>, DecodeError> {
+        check_fits(name, E::ELEM, shape, strides, memory.num_bytes())?;
+        let (ptr, access) = memory.device_ptr_mut(stream);
+        Ok(Bound {
+            tensor: Self::new::<E>(ptr, shape, strides),
+            _access: access,
+        })
     }
 
     /// A row-major contiguous tensor of `E` at `ptr`.
@@ -87,6 +109,54 @@ impl DeviceTensor {
         };
         KernelArg::Tensor(arg)
     }
+}
+
+/// A [`DeviceTensor`] over cudarc memory, with cudarc's access guard: dropping it records
+/// the kernel's read or write on the stream, which cudarc waits for before the memory is
+/// used on another stream or freed.
+#[must_use = "dropping the guard before the launch is enqueued records the access too early"]
+pub struct Bound<'a> {
+    tensor: DeviceTensor,
+    _access: SyncOnDrop<'a>,
+}
+
+impl Bound<'_> {
+    /// The tensor, for a field of [`DecodeArgs`].
+    pub fn tensor(&self) -> &DeviceTensor {
+        &self.tensor
+    }
+}
+
+/// Refuses a shape and strides of `elem` that reach past `bytes` bytes of memory.
+fn check_fits(
+    name: &'static str,
+    elem: ElemTy,
+    shape: &[usize],
+    strides: &[usize],
+    bytes: usize,
+) -> Result<(), DecodeError> {
+    if shape.len() != strides.len() {
+        return Err(bad(
+            name,
+            format!("shape {shape:?} and strides {strides:?} have different ranks"),
+        ));
+    }
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&e, &s)| (e - 1) * s).sum();
+    let needed = (last + 1) * elem.bytes();
+    if needed > bytes {
+        return Err(bad(
+            name,
+            format!(
+                "shape {shape:?} with strides {strides:?} of {} reaches byte {needed} of a \
+                 {bytes}-byte buffer: allocate at least {needed} bytes or fix the shape",
+                elem.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The arguments of one decode call (the seed's `__call__`).
@@ -135,7 +205,10 @@ pub enum DecodeError {
         tensor: &'static str,
         problem: String,
     },
-    #[error("softmax_scale must be a finite positive number, got {value}")]
+    #[error(
+        "softmax_scale must be a finite positive number, got {value}: pass the model's \
+         scale (1 / sqrt(576) for DeepSeek V4)"
+    )]
     Scale { value: f32 },
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -144,14 +217,49 @@ pub enum DecodeError {
         .compute_capability.0, .compute_capability.1
     )]
     NoTarget { compute_capability: (i32, i32) },
+    #[error(
+        "compile key {key} ({entry}, from the call's shapes: {shape}) was not warmed up, and \
+         this SwapAbDecode is strict: call warmup{debug_suffix}(&LayerShape {{ {shape} }}) at \
+         start-up, or build it with CompileMode::OnDemand to compile inside launch (tools \
+         only: a compile stalls the decode step and cannot happen inside a CUDA-graph capture)",
+        entry = if *.debug { "debug entry point" } else { "production entry point" },
+        debug_suffix = if *.debug { "_debug" } else { "" }
+    )]
+    NotWarmedUp {
+        key: CompileKey,
+        shape: LayerShape,
+        debug: bool,
+    },
     #[error(transparent)]
     Jit(#[from] JitError),
+}
+
+/// What [`SwapAbDecode::launch`] does with a compile key that warm-up did not compile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileMode {
+    /// Refuse it with [`DecodeError::NotWarmedUp`]: the serving default, so that no decode
+    /// step (or CUDA-graph capture) ever compiles.
+    #[default]
+    Strict,
+    /// Compile it on first use: for tools and tests that launch one-off shapes.
+    OnDemand,
 }
 
 fn bad(tensor: &'static str, problem: impl Into<String>) -> DecodeError {
     DecodeError::Tensor {
         tensor,
         problem: problem.into(),
+    }
+}
+
+/// The SPEC's rule for `softmax_scale`, on every path (host API, problems and case files,
+/// the interpreter): finite and positive.
+pub fn check_softmax_scale(value: f32) -> Result<(), DecodeError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(DecodeError::Scale { value })
     }
 }
 
@@ -311,11 +419,12 @@ fn check_disjoint(
     Ok(())
 }
 
-/// A validated call: its key and its token count.
+/// A validated call: its key, its token count and the shapes the key came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckedCall {
     pub key: CompileKey,
     pub tokens: usize,
+    pub shape: LayerShape,
 }
 
 /// Checks one cache + slot list + lengths triple; returns (page, record bytes, width).
@@ -383,11 +492,7 @@ impl DecodeArgs {
     /// Validates every argument and derives the compile key for `target`; the error names
     /// the tensor and says what is expected.
     pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
-        if !(self.softmax_scale.is_finite() && self.softmax_scale > 0.0) {
-            return Err(DecodeError::Scale {
-                value: self.softmax_scale,
-            });
-        }
+        check_softmax_scale(self.softmax_scale)?;
         let q = check_query(&self.q)?;
         let (tokens, padded_heads) = (q[0], q[2]);
         check_heads(self.heads)?;
@@ -494,18 +599,16 @@ impl DecodeArgs {
         ];
         check_disjoint(&outputs, &self.input_spans())?;
 
-        let key = dispatch(
-            &LayerShape {
-                heads: self.heads,
-                swa_width,
-                extra_width,
-                extra_record_bytes: extra_record,
-                swa_page,
-                extra_page,
-            },
-            target,
-        )?;
-        Ok(CheckedCall { key, tokens })
+        let shape = LayerShape {
+            heads: self.heads,
+            swa_width,
+            extra_width,
+            extra_record_bytes: extra_record,
+            swa_page,
+            extra_page,
+        };
+        let key = dispatch(&shape, target)?;
+        Ok(CheckedCall { key, tokens, shape })
     }
 
     /// [`DecodeArgs::check`] for the debug entry point, which also writes `precast`
@@ -585,16 +688,48 @@ impl DecodeArgs {
     }
 }
 
-/// The decode kernel on one device: compiled per key on first use (or at [`warmup`]).
+/// The kernels of one instance, by key and entry point (`true`: debug).
+type Loaded<T> = Mutex<HashMap<(CompileKey, bool), T>>;
+
+/// `key`'s kernel from `loaded`; when absent, refused with the call's `shape` if `strict`
+/// is given, else compiled by `compile` and kept.
+fn lookup<T: Clone>(
+    loaded: &Loaded<T>,
+    key: &CompileKey,
+    debug: bool,
+    strict: Option<&LayerShape>,
+    compile: impl FnOnce() -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let loaded = || loaded.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kernel) = loaded().get(&(*key, debug)) {
+        return Ok(kernel.clone());
+    }
+    if let Some(&shape) = strict {
+        return Err(DecodeError::NotWarmedUp {
+            key: *key,
+            shape,
+            debug,
+        });
+    }
+    let kernel = compile()?;
+    loaded().insert((*key, debug), kernel.clone());
+    Ok(kernel)
+}
+
+/// The decode kernel on one device. Keys are compiled at [`warmup`] (or by [`kernel`]);
+/// in the default [`CompileMode::Strict`] a launch of any other key is refused, naming
+/// the key and the shapes it came from.
 ///
 /// [`warmup`]: SwapAbDecode::warmup
+/// [`kernel`]: SwapAbDecode::kernel
 pub struct SwapAbDecode {
     device: Arc<Device>,
     target: Target,
+    mode: CompileMode,
     /// The kernels this instance has launched, by key and entry point. The device's cache
     /// is keyed by strings (it serves any kernel); looking up a `CompileKey` here keeps a
     /// launch free of allocation once the kernel is loaded.
-    loaded: Mutex<HashMap<(CompileKey, bool), Arc<LoadedKernel>>>,
+    loaded: Loaded<Arc<LoadedKernel>>,
 }
 
 impl SwapAbDecode {
@@ -612,8 +747,19 @@ impl SwapAbDecode {
         SwapAbDecode {
             device,
             target,
+            mode: CompileMode::Strict,
             loaded: Mutex::default(),
         }
+    }
+
+    /// The same instance with `mode` for keys that were not warmed up.
+    pub fn with_mode(mut self, mode: CompileMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn mode(&self) -> CompileMode {
+        self.mode
     }
 
     pub fn target(&self) -> Target {
@@ -624,31 +770,52 @@ impl SwapAbDecode {
         &self.device
     }
 
-    /// The loaded kernel of `key`, compiled on first use.
+    /// The loaded kernel of `key`, compiled now if it was not (a warm-up of one key).
     pub fn kernel(&self, key: &CompileKey) -> Result<Arc<LoadedKernel>, DecodeError> {
-        self.entry(key, false)
+        self.entry(key, false, None)
     }
 
-    /// The production or debug entry point's kernel of `key`, compiled on first use.
-    fn entry(&self, key: &CompileKey, debug: bool) -> Result<Arc<LoadedKernel>, DecodeError> {
-        let loaded = || self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(kernel) = loaded().get(&(*key, debug)) {
-            return Ok(Arc::clone(kernel));
-        }
-        let kernel = self
-            .device
-            .kernel(entry_name(debug), &key.to_string(), key.target, || {
-                trace_entry(key, debug)
-            })?;
-        loaded().insert((*key, debug), Arc::clone(&kernel));
-        Ok(kernel)
+    /// The production or debug entry point's kernel of `key`; `strict` (the call's shape)
+    /// refuses one that is not loaded yet instead of compiling it.
+    fn entry(
+        &self,
+        key: &CompileKey,
+        debug: bool,
+        strict: Option<&LayerShape>,
+    ) -> Result<Arc<LoadedKernel>, DecodeError> {
+        lookup(&self.loaded, key, debug, strict, || {
+            Ok(self
+                .device
+                .kernel(entry_name(debug), &key.to_string(), key.target, || {
+                    trace_entry(key, debug)
+                })?)
+        })
+    }
+
+    /// The kernel a checked call launches, refused in strict mode when not warmed up.
+    fn for_call(&self, call: &CheckedCall, debug: bool) -> Result<Arc<LoadedKernel>, DecodeError> {
+        let strict = (self.mode == CompileMode::Strict).then_some(&call.shape);
+        self.entry(&call.key, debug, strict)
     }
 
     /// Compiles every key a layer of this shape can hit, so no decode step compiles.
     pub fn warmup(&self, layer: &LayerShape) -> Result<Vec<CompileKey>, DecodeError> {
+        self.warmup_entry(layer, false)
+    }
+
+    /// [`SwapAbDecode::warmup`] for the debug entry point ([`SwapAbDecode::launch_debug`]).
+    pub fn warmup_debug(&self, layer: &LayerShape) -> Result<Vec<CompileKey>, DecodeError> {
+        self.warmup_entry(layer, true)
+    }
+
+    fn warmup_entry(
+        &self,
+        layer: &LayerShape,
+        debug: bool,
+    ) -> Result<Vec<CompileKey>, DecodeError> {
         let keys = warmup_keys(layer, self.target)?;
         for key in &keys {
-            self.kernel(key)?;
+            self.entry(key, debug, None)?;
         }
         Ok(keys)
     }
@@ -665,10 +832,34 @@ impl SwapAbDecode {
         args: &DecodeArgs,
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
-        let kernel = self.kernel(&call.key)?;
+        let kernel = self.for_call(&call, false)?;
         let grid = call.key.grid(call.tokens);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
+        Ok(call)
+    }
+
+    /// [`SwapAbDecode::launch`] on a raw driver stream, for engines on another CUDA
+    /// binding; the stream must belong to this instance's device context.
+    ///
+    /// # Safety
+    /// As [`SwapAbDecode::launch`], and `stream` must be a live stream handle.
+    pub unsafe fn launch_on_raw_stream(
+        &self,
+        stream: cudarc::driver::sys::CUstream,
+        args: &DecodeArgs,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = args.check(self.target)?;
+        let kernel = self.for_call(&call, false)?;
+        let grid = call.key.grid(call.tokens);
+        // SAFETY: the caller guarantees the tensors and the stream; check() matched them.
+        unsafe {
+            kernel.launch_on_raw_stream(
+                stream,
+                Launch::new(grid).with_pdl(),
+                &args.kernel_args(),
+            )?
+        };
         Ok(call)
     }
 
@@ -684,7 +875,7 @@ impl SwapAbDecode {
         precast: &DeviceTensor,
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check_debug(self.target, precast)?;
-        let kernel = self.entry(&call.key, true)?;
+        let kernel = self.for_call(&call, true)?;
         let grid = call.key.grid(call.tokens);
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
         let kernel_args: [KernelArg; 14] =
@@ -692,5 +883,64 @@ impl SwapAbDecode {
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &kernel_args)? };
         Ok(call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> LayerShape {
+        LayerShape {
+            heads: 16,
+            swa_width: 100,
+            extra_width: 512,
+            extra_record_bytes: 288,
+            swa_page: 64,
+            extra_page: 16,
+        }
+    }
+
+    #[test]
+    fn a_tensor_must_fit_its_memory() {
+        let fits = |shape: &[usize], strides: &[usize], bytes| {
+            check_fits("q", ElemTy::Bf16, shape, strides, bytes)
+        };
+        assert!(fits(&[2, 32, 16, 16], &[8192, 256, 16, 1], 2 * 8192 * 2).is_ok());
+        let err = fits(&[2, 32, 16, 16], &[8192, 256, 16, 1], 2 * 8192 * 2 - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("`q`: ") && err.contains("reaches byte 32768 of a 32767-byte buffer"),
+            "{err}"
+        );
+        assert!(fits(&[0, 32, 16, 16], &[8192, 256, 16, 1], 0).is_ok());
+        assert!(fits(&[2, 32], &[1], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn strict_lookup_refuses_a_key_that_was_not_warmed_up() {
+        let loaded: Loaded<u32> = Mutex::default();
+        let key = dispatch(&shape(), Target::Sm90a).unwrap();
+        let never = || -> Result<u32, DecodeError> { panic!("strict mode compiled") };
+        let err = lookup(&loaded, &key, false, Some(&shape()), never).unwrap_err();
+        assert!(matches!(err, DecodeError::NotWarmedUp { debug: false, .. }));
+        let message = err.to_string();
+        for part in [
+            "compile key h16_nk100_ne512_nvfp4_p64x16_sm90a",
+            "swa_width: 100",
+            "call warmup(&LayerShape",
+            "CompileMode::OnDemand",
+        ] {
+            assert!(message.contains(part), "expected `{part}` in `{message}`");
+        }
+        // Warm-up compiles; the strict lookup then finds it, and the debug entry is its own.
+        assert_eq!(lookup(&loaded, &key, false, None, || Ok(7)).unwrap(), 7);
+        assert_eq!(
+            lookup(&loaded, &key, false, Some(&shape()), never).unwrap(),
+            7
+        );
+        let debug = lookup(&loaded, &key, true, Some(&shape()), never).unwrap_err();
+        assert!(debug.to_string().contains("call warmup_debug("), "{debug}");
     }
 }
