@@ -31,6 +31,9 @@ echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace "$@"
+# The build an engine gets when it links libcuda at build time (cudarc's dynamic-linking,
+# as candle does) must compile too.
+cargo clippy --quiet -p kernels --features dynamic-linking -- -D warnings
 
 # The main job on this machine (the CPU interpreter when there is no GPU): trace, emit,
 # assemble, run, check; its last line is a JSON object with "ok".

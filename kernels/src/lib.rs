@@ -4,3 +4,7 @@ pub mod basics;
 pub mod formats;
 pub mod gemm;
 pub mod swap_ab_decode;
+
+/// The cudarc this crate is built against, so an engine names the same `CudaSlice`,
+/// `CudaStream` and driver types the host API takes.
+pub use dsl_core::jit::cudarc;

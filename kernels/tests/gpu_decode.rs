@@ -14,8 +14,8 @@ use dsl_core::jit::{self, Device, KernelArg, Launch, TensorArg};
 use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
-    CaseSpec, DecodeCase, DecodeError, OutputBuffers, SwapAbDecode, compare, edge_cases, generate,
-    reference, snapshot_keys, variant_keys,
+    CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, OutputBuffers,
+    SwapAbDecode, compare, edge_cases, generate, reference, snapshot_keys, variant_keys,
 };
 
 /// Counts this thread's heap allocations, so a test can show that a launch makes none.
@@ -205,6 +205,15 @@ fn gpu_decode_launch_allocates_nothing_once_loaded() {
     let decode = SwapAbDecode::new(dev.clone()).unwrap();
     let stream = dev.stream();
     let uploaded = DeviceProblem::upload(&case.problem, stream).unwrap();
+    // Strict by default: the key is refused until warm-up compiles it.
+    // SAFETY: refused before anything is enqueued.
+    let refused = unsafe { decode.launch(stream, &uploaded.args) }.unwrap_err();
+    assert!(
+        matches!(refused, DecodeError::NotWarmedUp { .. }),
+        "{refused}"
+    );
+    let shape = uploaded.args.check(Target::Sm90a).unwrap().shape;
+    decode.warmup(&shape).unwrap();
     // SAFETY: the uploaded buffers outlive every launch (the stream is synchronised below).
     unsafe { decode.launch(stream, &uploaded.args) }.unwrap();
     stream.synchronize().unwrap();
@@ -281,7 +290,9 @@ fn gpu_decode_waits_for_its_pdl_predecessor() {
         return;
     };
     let case = realistic(64);
-    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    let decode = SwapAbDecode::new(dev.clone())
+        .unwrap()
+        .with_mode(CompileMode::OnDemand);
     let stream = dev.stream();
     // Q on the device is zeros until the producer copies the real Q over it.
     let mut zero_q = case.problem.clone();
@@ -329,7 +340,8 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
         return;
     };
     let case = realistic(1);
-    let blackwell = SwapAbDecode::for_target(dev.clone(), Target::Sm100a);
+    let blackwell =
+        SwapAbDecode::for_target(dev.clone(), Target::Sm100a).with_mode(CompileMode::OnDemand);
     let uploaded = DeviceProblem::upload(&case.problem, dev.stream()).unwrap();
     // SAFETY: refused before any launch.
     let err = unsafe { blackwell.launch(dev.stream(), &uploaded.args) }.unwrap_err();
@@ -391,4 +403,78 @@ fn gpu_decode_sanitizer_batch() {
         );
     }
     run_all(&dev, cases);
+}
+
+#[test]
+fn gpu_decode_from_cudarc_views_on_a_raw_stream() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let case = realistic(4);
+    let stream = dev.stream();
+    let mut uploaded = DeviceProblem::upload(&case.problem, stream).unwrap();
+    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    let plain = uploaded.args.clone();
+    decode
+        .warmup(&plain.check(Target::Sm90a).unwrap().shape)
+        .unwrap();
+    {
+        // Q through a read view, out_data through a write view, out_scale through the slice.
+        let n = uploaded.buffers.len();
+        let (inputs, outputs) = uploaded.buffers.split_at_mut(n - 2);
+        let (data, scale) = outputs.split_at_mut(1);
+        let q_view = inputs[0].slice(..);
+        let short = inputs[0].slice(..16);
+        let refused = DeviceTensor::input::<half::bf16, u8>(
+            "q",
+            &short,
+            stream,
+            &plain.q.shape,
+            &plain.q.strides,
+        )
+        .err()
+        .expect("a 16-byte view is too short for Q");
+        assert!(
+            refused.to_string().contains("of a 16-byte buffer"),
+            "{refused}"
+        );
+        let q = DeviceTensor::input::<half::bf16, u8>(
+            "q",
+            &q_view,
+            stream,
+            &plain.q.shape,
+            &plain.q.strides,
+        )
+        .unwrap();
+        let mut data_view = data[0].slice_mut(..);
+        let out_data = DeviceTensor::output::<u8, u8>(
+            "out_data",
+            &mut data_view,
+            stream,
+            &plain.out_data.shape,
+            &plain.out_data.strides,
+        )
+        .unwrap();
+        let out_scale = DeviceTensor::output::<i32, u8>(
+            "out_scale",
+            &mut scale[0],
+            stream,
+            &plain.out_scale.shape,
+            &plain.out_scale.strides,
+        )
+        .unwrap();
+        let args = DecodeArgs {
+            q: q.tensor().clone(),
+            out_data: out_data.tensor().clone(),
+            out_scale: out_scale.tensor().clone(),
+            ..plain.clone()
+        };
+        // SAFETY: every tensor addresses a live buffer of its shape; the guards are dropped
+        // (recording the accesses) only after the launch is enqueued.
+        unsafe { decode.launch_on_raw_stream(stream.cu_stream(), &args) }.unwrap();
+    }
+    let out = uploaded.read_outputs(&case.problem, stream).unwrap();
+    let report = compare(&reference(&case.problem).unwrap(), &out, None);
+    assert!(report.ok(), "{report}");
+    eprintln!("gpu_decode_from_cudarc_views_on_a_raw_stream: output meets the contract");
 }

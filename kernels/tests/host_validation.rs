@@ -14,7 +14,7 @@ fn at(n: u64) -> u64 {
 
 fn valid() -> DecodeArgs {
     DecodeArgs {
-        q: DeviceTensor::new::<bf16>(at(1), &[S_Q, 40, 512], &[40 * 512 + 64, 512, 1]),
+        q: DeviceTensor::new::<bf16>(at(1), &[S_Q, 32, 40, 16], &[40 * 512 + 64, 40 * 16, 16, 1]),
         swa_cache: DeviceTensor::new::<u8>(at(2), &[10, 64, 528], &[64 * 528 + 256, 528, 1]),
         swa_idx: DeviceTensor::contiguous::<i32>(at(3), &[S_Q + 1, 128]),
         swa_len: DeviceTensor::contiguous::<i32>(at(4), &[S_Q]),
@@ -58,21 +58,29 @@ fn each_bad_argument_has_its_own_message() {
             "dtype must be bf16, got f32",
             error(|a| a.q.elem = ElemTy::F32),
         ),
+        ("`q`: must have rank 4", error(|a| a.q.shape.push(1))),
         (
-            "`q`: must have rank 3",
-            error(|a| a.q.shape.pop().map(|_| ()).unwrap_or(())),
+            "`q`: dims of a chunk (dim 3) must be 16, got 8",
+            error(|a| a.q.shape[3] = 8),
         ),
         (
-            "`q`: the last dim must be 512, got 256",
-            error(|a| a.q.shape[2] = 256),
+            "`q`: padded heads (dim 2) must be at least 32, got 24",
+            error(|a| {
+                a.q.shape[2] = 24;
+                a.q.strides[1] = 24 * 16;
+            }),
         ),
         (
-            "`q`: padded heads (dim 1) must be at least 32, got 24",
-            error(|a| a.q.shape[1] = 24),
+            "`q`: chunks (dim 1) must be 32, got 16",
+            error(|a| a.q.shape[1] = 16),
         ),
         (
-            "`q`: stride[1] must be 512",
-            error(|a| a.q.strides[1] = 513),
+            "`q`: stride[1] (chunks, HP * 16) must be 640, got 512",
+            error(|a| a.q.strides[1] = 512),
+        ),
+        (
+            "`q`: stride[2] (heads) must be 16, got 512",
+            error(|a| a.q.strides[2] = 512),
         ),
         (
             "`q`: the token stride (stride[0]) must be at least 20480",
@@ -212,6 +220,98 @@ fn each_bad_argument_has_its_own_message() {
     }
 }
 
+/// A refusal that keeps the kernel from a silent wrong answer: its message names the tensor
+/// and says what to do.
+fn refused(change: impl FnOnce(&mut DecodeArgs), tensor: &str, fix: &str) {
+    let message = error(change);
+    assert!(
+        message.starts_with(&format!("`{tensor}`: ")),
+        "the message must name `{tensor}`: {message}"
+    );
+    assert!(message.contains(fix), "expected `{fix}` in `{message}`");
+}
+
+#[test]
+fn a_row_major_q_is_refused() {
+    refused(
+        |a| {
+            a.q.shape = vec![S_Q, 40, 512];
+            a.q.strides = vec![40 * 512, 512, 1];
+        },
+        "q",
+        "describe it as [s_q, 32, HP, 16] with strides [token stride, HP * 16, 16, 1], and \
+         repack a row-major q first (QueryBuffer::pack",
+    );
+}
+
+#[test]
+fn outputs_whose_elements_share_addresses_are_refused() {
+    let fix = "give every output element its own address";
+    refused(|a| a.out_data.strides = vec![0, 0, 1], "out_data", fix);
+    refused(|a| a.out_scale.strides = vec![0, 0, 0], "out_scale", fix);
+    // Groups 4096 bytes apart but tokens only 8192: token 1 lands on group 2 of token 0.
+    refused(
+        |a| a.out_data.strides = vec![8192, 4096, 1],
+        "out_data",
+        fix,
+    );
+}
+
+#[test]
+fn outputs_that_alias_another_tensor_are_refused() {
+    let fix = "give each output its own buffer";
+    refused(|a| a.out_data.ptr = a.q.ptr, "out_data", "overlap `q`");
+    refused(
+        |a| a.out_scale.ptr = a.sink.ptr,
+        "out_scale",
+        "overlap `sink`",
+    );
+    refused(
+        |a| a.out_scale.ptr = a.out_data.ptr + 4096,
+        "out_scale",
+        "overlap `out_data`",
+    );
+    refused(|a| a.out_data.ptr = a.swa_cache.ptr + 64, "out_data", fix);
+}
+
+#[test]
+fn a_cos_sin_without_rows_is_refused() {
+    refused(
+        |a| a.cos_sin.shape[0] = 0,
+        "cos_sin",
+        "pass the table with a row for every position the batch uses",
+    );
+}
+
+#[test]
+fn a_precast_buffer_is_checked_like_an_output() {
+    let args = valid();
+    let precast = |ptr, strides: &[usize]| DeviceTensor::new::<f32>(ptr, &[S_Q, 32, 512], strides);
+    let contiguous = [32 * 512, 512, 1];
+    let ok = precast(at(13), &contiguous);
+    assert!(args.check_debug(Target::Sm100a, &ok).is_ok());
+    let message = |p: &DeviceTensor| {
+        args.check_debug(Target::Sm100a, p)
+            .expect_err("the precast buffer must be refused")
+            .to_string()
+    };
+    let aliased = message(&precast(at(11), &contiguous));
+    assert!(
+        aliased.starts_with("`precast`: ") && aliased.contains("overlap `out_data`"),
+        "{aliased}"
+    );
+    let shared = message(&precast(at(13), &[0, 512, 1]));
+    assert!(
+        shared.starts_with("`precast`: ") && shared.contains("its own address"),
+        "{shared}"
+    );
+    let shape = message(&DeviceTensor::contiguous::<f32>(at(13), &[S_Q, 16, 512]));
+    assert!(
+        shape.contains("`precast`: shape must be [3, 32, 512]"),
+        "{shape}"
+    );
+}
+
 #[test]
 fn key_errors_keep_their_type() {
     let mut args = valid();
@@ -222,4 +322,34 @@ fn key_errors_keep_their_type() {
         Err(DecodeError::Key(KeyError::Page { page: 12, .. })) => {}
         other => panic!("expected a page error, got {other:?}"),
     }
+}
+
+/// The messages of `err` and of every cause under it, as an error chain (anyhow's `{:#}`)
+/// prints them.
+fn chain(err: &dyn std::error::Error) -> Vec<String> {
+    let mut out = vec![err.to_string()];
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        out.push(e.to_string());
+        cause = e.source();
+    }
+    out
+}
+
+#[test]
+fn wrapped_errors_print_their_cause_once() {
+    let mut args = valid();
+    args.heads = 24;
+    let decode = args.check(Target::Sm100a).unwrap_err();
+    assert!(matches!(
+        decode,
+        DecodeError::Key(KeyError::Heads { heads: 24 })
+    ));
+    let engine = kernels::swap_ab_decode::engine::EngineError::from(decode);
+    let printed = chain(&engine).join(": ");
+    assert_eq!(
+        printed.matches("live heads must be").count(),
+        1,
+        "the chain repeats its cause: {printed}"
+    );
 }

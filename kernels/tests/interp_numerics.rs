@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use dsl_core::Target;
 use dsl_core::interp::Options;
 use dsl_core::ir::{AluOp, BinaryOp, Block, Kernel, MemOp, Op, Operand, Space, Stmt};
+use kernels::swap_ab_decode::HEAD_DIM;
 use kernels::swap_ab_decode::engine::interpret;
+use kernels::swap_ab_decode::numerics::PRECAST_TOLERANCE;
 use kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, compare, edge_cases, generate, reference, snapshot_keys,
     variant_keys,
@@ -120,6 +122,118 @@ fn repeated_runs_are_bitwise_identical_and_match_the_production_entry() {
             "{target}: the debug epilogue changed the output"
         );
         assert_eq!(production.out.scale, debug.out.scale);
+    }
+}
+
+#[test]
+fn an_out_of_range_position_reads_the_nearest_cos_sin_row() {
+    for target in Target::ALL {
+        let key = snapshot_keys(target)
+            .into_iter()
+            .find(|k| k.heads == 16 && k.extra_width == 0)
+            .unwrap();
+        let case = generate(
+            5,
+            &CaseSpec {
+                key,
+                s_q: 2,
+                adversarial: false,
+            },
+        )
+        .unwrap();
+        let rows = case.problem.max_pos() as i64;
+        let mut outside = case.problem.clone();
+        outside.positions[0] = rows + 1000;
+        outside.positions[1] = -5;
+        let mut clamped = case.problem.clone();
+        clamped.positions[0] = rows - 1;
+        clamped.positions[1] = 0;
+        let run = |p| interpret(p, target, true, &Options::default());
+        let got = run(&outside).unwrap_or_else(|e| panic!("{target}: {e}"));
+        let want = run(&clamped).unwrap();
+        assert_eq!(got.out.data, want.out.data, "{target}");
+        assert_eq!(got.out.scale, want.out.scale, "{target}");
+    }
+}
+
+/// A sink of 88.7 puts a head's output near 1e-36 (its rows' weights exp(l - 88.7) are
+/// below f32's normal range). On the GPU `ex2.approx.ftz` flushes those weights, so the
+/// pre-cast output of the head is 0 while the output bytes are still the reference's: the
+/// contract accepts that through its cast-tied floor, and the interpreter's run too.
+#[test]
+fn a_sink_of_88_7_meets_the_contract_through_the_floor() {
+    let key = snapshot_keys(Target::Sm100a)
+        .into_iter()
+        .find(|k| k.heads == 16 && k.extra_width == 0)
+        .unwrap();
+    let mut case = generate(
+        3,
+        &CaseSpec {
+            key,
+            s_q: 1,
+            adversarial: false,
+        },
+    )
+    .unwrap();
+    case.problem.sink[0] = 88.7;
+    let want = reference(&case.problem).unwrap();
+    let head_max = want
+        .head_output(0, 0)
+        .iter()
+        .fold(0f32, |m, x| m.max(x.abs()));
+    assert!(
+        head_max > 0.0 && f64::from(head_max) < 1e-30,
+        "the case must be in the flushed range: {head_max}"
+    );
+    let run = interpret(&case.problem, key.target, true, &Options::default()).unwrap();
+    let report = compare(&want, &run.out, run.precast.as_deref());
+    assert!(report.ok(), "{report}");
+
+    let mut flushed = run.precast.clone().unwrap();
+    flushed[..HEAD_DIM].fill(0.0);
+    let report = compare(&want, &run.out, Some(&flushed));
+    assert!(report.ok(), "a flushed head is refused: {report}");
+    let head = &report.precast.as_ref().unwrap()[0];
+    assert!(
+        head.max_abs_error > PRECAST_TOLERANCE * f64::from(head_max),
+        "the relative bound alone holds, so the case no longer tests the floor"
+    );
+}
+
+#[test]
+fn softmax_scale_must_be_finite_and_positive_on_every_path() {
+    let key = snapshot_keys(Target::Sm100a)
+        .into_iter()
+        .find(|k| k.heads == 16 && k.extra_width == 0)
+        .unwrap();
+    let case = generate(
+        3,
+        &CaseSpec {
+            key,
+            s_q: 1,
+            adversarial: false,
+        },
+    )
+    .unwrap();
+    for scale in [0.0, -0.04, f32::INFINITY, f32::NAN] {
+        let mut problem = case.problem.clone();
+        problem.softmax_scale = scale;
+        let refused = |what: &str, message: String| {
+            assert!(
+                message.contains("softmax_scale must be a finite positive number"),
+                "{what} accepted or misreported softmax_scale {scale}: {message}"
+            );
+        };
+        refused("validate", problem.validate().unwrap_err().to_string());
+        refused("reference", reference(&problem).unwrap_err().to_string());
+        let run = interpret(&problem, Target::Sm100a, false, &Options::default());
+        refused("the interpreter", run.unwrap_err().to_string());
+        let file = DecodeCase {
+            name: "scale".into(),
+            problem,
+        };
+        let written = kernels::swap_ab_decode::case_file::to_bytes(&file, None);
+        refused("a case file", written.unwrap_err().to_string());
     }
 }
 

@@ -1,6 +1,6 @@
 //! Finding the GPU without panicking, and what kestrel needs to know about it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
@@ -13,10 +13,18 @@ use crate::ir::Kernel;
 
 /// Whether `libcuda` can be loaded. Every driver call goes through cudarc's dynamic loader,
 /// which panics when the library is missing, so this is asked before anything else.
+#[cfg(not(feature = "dynamic-linking"))]
 pub fn driver_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: only tries to dlopen the driver library, then closes it.
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
+}
+
+/// Whether `libcuda` can be loaded: always, when it is linked at build time (the process
+/// would not have started without it).
+#[cfg(feature = "dynamic-linking")]
+pub fn driver_present() -> bool {
+    true
 }
 
 /// Whether a CUDA driver is installed and sees at least one device.

@@ -10,6 +10,7 @@ use crate::trace::TraceError;
 
 /// Why a device could not be opened, a kernel loaded, or a launch made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JitError {
     #[error(
         "no CUDA driver on this machine (libcuda.so was not found): GPU work needs an NVIDIA \
@@ -133,6 +134,13 @@ pub enum JitError {
         loaded: usize,
         stream: usize,
     },
+
+    #[error(
+        "the raw stream given for kernel `{kernel}` belongs to another CUDA context than the \
+         one it was loaded in (device {loaded}'s primary context): load the kernel through a \
+         Device of the stream's context, or launch on a stream of device {loaded}"
+    )]
+    RawStreamContext { kernel: String, loaded: usize },
 
     #[error(
         "launching kernel `{kernel}` (grid {grid:?}, block {block:?}, cluster {cluster:?}, \

@@ -108,17 +108,69 @@ impl LoadedKernel {
         launch: Launch,
         args: &[KernelArg],
     ) -> Result<(), JitError> {
-        let info = self.info();
-        let shape = info.launch_shape(launch)?;
-        let mut params = info.marshal(args)?;
         let ctx = stream.context();
         if ctx.cu_ctx() != self.context().cu_ctx() {
             return Err(JitError::WrongContext {
-                kernel: info.name.clone(),
+                kernel: self.info().name.clone(),
                 loaded: self.context().ordinal(),
                 stream: ctx.ordinal(),
             });
         }
+        // SAFETY: the stream is live (borrowed) and of the kernel's context (checked above);
+        // the memory is the caller's promise.
+        unsafe { self.enqueue(stream.cu_stream(), launch, args) }
+    }
+
+    /// [`LoadedKernel::launch`] on a raw driver stream, for engines that manage streams
+    /// through another binding (their own FFI, another cudarc version).
+    ///
+    /// # Safety
+    /// As [`LoadedKernel::launch`], and `stream` must be a live stream handle (or null, the
+    /// legacy default stream) of the context the kernel was loaded in.
+    pub unsafe fn launch_on_raw_stream(
+        &self,
+        stream: sys::CUstream,
+        launch: Launch,
+        args: &[KernelArg],
+    ) -> Result<(), JitError> {
+        if !stream.is_null() {
+            let mut ctx = std::ptr::null_mut();
+            // SAFETY: the caller promises a live stream handle; the driver writes `ctx`.
+            unsafe { sys::cuStreamGetCtx(stream, &mut ctx) }
+                .result()
+                .map_err(|e| {
+                    JitError::driver(
+                        "cuStreamGetCtx",
+                        format!("checking the raw stream of `{}`", self.info().name),
+                        e,
+                    )
+                })?;
+            if ctx != self.context().cu_ctx() {
+                return Err(JitError::RawStreamContext {
+                    kernel: self.info().name.clone(),
+                    loaded: self.context().ordinal(),
+                });
+            }
+        }
+        // SAFETY: as above; the handle's context is the kernel's.
+        unsafe { self.enqueue(stream, launch, args) }
+    }
+
+    /// Checks and packs `args` and enqueues the kernel on `stream`, a stream of the
+    /// kernel's context.
+    ///
+    /// # Safety
+    /// As [`LoadedKernel::launch`].
+    unsafe fn enqueue(
+        &self,
+        stream: sys::CUstream,
+        launch: Launch,
+        args: &[KernelArg],
+    ) -> Result<(), JitError> {
+        let info = self.info();
+        let shape = info.launch_shape(launch)?;
+        let mut params = info.marshal(args)?;
+        let ctx = self.context();
         let failed = |error| JitError::Launch {
             kernel: info.name.clone(),
             grid: shape.grid,
@@ -160,7 +212,7 @@ impl LoadedKernel {
             blockDimY: by,
             blockDimZ: bz,
             sharedMemBytes: shape.smem_bytes,
-            hStream: stream.cu_stream(),
+            hStream: stream,
             attrs: attrs.as_mut_ptr(),
             numAttrs: n as u32,
         };

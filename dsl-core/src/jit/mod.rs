@@ -56,6 +56,10 @@
 //! # }
 //! ```
 
+/// The cudarc the JIT is built against: its `CudaSlice`, `CudaStream` and driver types are
+/// the ones launches take.
+pub use cudarc;
+
 mod args;
 mod cache;
 mod device;

@@ -123,16 +123,16 @@ pub struct CaseFile {
     pub expected: Option<ReferenceOutput>,
 }
 
-/// Why a case file could not be written or read; each message says what to fix.
+/// Why a case file could not be written or read; each message says what to fix. The
+/// variants that add context to a cause print it inside their own message and do not
+/// return it again from `source()`, so an error chain prints it once.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum CaseFileError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("not a readable safetensors file: {0}")]
-    Safetensors(#[from] safetensors::SafeTensorError),
+    Safetensors(safetensors::SafeTensorError),
     #[error("tensor `{0}` is missing; a case file needs every input tensor (see the module docs)")]
     MissingTensor(&'static str),
     #[error("tensor `{tensor}` is {found:?}; store it as {expected}")]
@@ -150,7 +150,19 @@ pub enum CaseFileError {
     #[error("metadata `{key}`: {problem}")]
     Metadata { key: &'static str, problem: String },
     #[error("the case in the file is not runnable: {0}")]
-    Problem(#[from] ProblemError),
+    Problem(ProblemError),
+}
+
+impl From<safetensors::SafeTensorError> for CaseFileError {
+    fn from(e: safetensors::SafeTensorError) -> Self {
+        CaseFileError::Safetensors(e)
+    }
+}
+
+impl From<ProblemError> for CaseFileError {
+    fn from(e: ProblemError) -> Self {
+        CaseFileError::Problem(e)
+    }
 }
 
 /// Serializes a case (and optionally its expected outputs) to the bytes of a case file.
@@ -420,17 +432,17 @@ pub fn write(
     expected: Option<&ReferenceOutput>,
 ) -> Result<(), CaseFileError> {
     let bytes = to_bytes(case, expected)?;
-    std::fs::write(path, bytes).map_err(|source| CaseFileError::Io {
+    std::fs::write(path, bytes).map_err(|error| CaseFileError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     })
 }
 
 /// Reads a case file.
 pub fn read(path: &Path) -> Result<CaseFile, CaseFileError> {
-    let bytes = std::fs::read(path).map_err(|source| CaseFileError::Io {
+    let bytes = std::fs::read(path).map_err(|error| CaseFileError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     })?;
     from_bytes(&bytes)
 }

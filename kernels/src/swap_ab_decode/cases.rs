@@ -1037,7 +1037,7 @@ mod tests {
             heads: 24,
             ..small_key()
         };
-        assert_eq!(edge_cases(&bad).unwrap_err(), KeyError::Heads(24));
+        assert_eq!(edge_cases(&bad).unwrap_err(), KeyError::Heads { heads: 24 });
         let err = generate(
             1,
             &CaseSpec {

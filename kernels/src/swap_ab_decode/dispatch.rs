@@ -18,6 +18,24 @@ pub struct LayerShape {
     pub extra_page: usize,
 }
 
+/// Reads as the struct's fields (`heads: 16, swa_width: 128, ...`), so a message can show
+/// the exact value to warm up.
+impl std::fmt::Display for LayerShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "heads: {}, swa_width: {}, extra_width: {}, extra_record_bytes: {}, swa_page: {}, \
+             extra_page: {}",
+            self.heads,
+            self.swa_width,
+            self.extra_width,
+            self.extra_record_bytes,
+            self.swa_page,
+            self.extra_page
+        )
+    }
+}
+
 /// The key of a call with these shapes on `target`, validated.
 pub fn dispatch(shape: &LayerShape, target: Target) -> Result<CompileKey, KeyError> {
     let key = CompileKey {
@@ -112,12 +130,18 @@ mod tests {
             extra_record_bytes: 300,
             ..shape()
         };
-        assert_eq!(dispatch(&bad, Target::Sm100a), Err(KeyError::Record(300)));
+        assert_eq!(
+            dispatch(&bad, Target::Sm100a),
+            Err(KeyError::Record { bytes: 300 })
+        );
         let bad = LayerShape {
             heads: 24,
             ..shape()
         };
-        assert_eq!(dispatch(&bad, Target::Sm90a), Err(KeyError::Heads(24)));
+        assert_eq!(
+            dispatch(&bad, Target::Sm90a),
+            Err(KeyError::Heads { heads: 24 })
+        );
         let bad = LayerShape {
             swa_page: 48,
             ..shape()

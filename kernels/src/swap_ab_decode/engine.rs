@@ -12,13 +12,17 @@ use dsl_core::jit::{Device, JitError};
 use dsl_core::trace::TraceError;
 
 use super::cache::PagedCache;
-use super::host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
+use super::host::{
+    CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode, check_softmax_scale,
+};
 use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
+use super::query::CHUNK;
 use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EngineKind {
     Interpreter,
     Gpu,
@@ -51,18 +55,20 @@ pub struct EngineRun {
     pub snapshots: Vec<interp::Snapshot>,
 }
 
-/// Why a run failed.
+/// Why a run failed. Every variant only wraps its cause, so its message and `source()` are
+/// the cause's own (an error chain prints each message once).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
-    #[error("{0}")]
+    #[error(transparent)]
     Trace(#[from] TraceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Interp(#[from] InterpError),
-    #[error("{0}")]
+    #[error(transparent)]
     Decode(#[from] DecodeError),
-    #[error("{0}")]
+    #[error(transparent)]
     Jit(#[from] JitError),
-    #[error("{0}")]
+    #[error(transparent)]
     Driver(#[from] cudarc::driver::DriverError),
 }
 
@@ -128,6 +134,7 @@ pub fn interpret_kernel(
     options: &Options,
 ) -> Result<EngineRun, EngineError> {
     let key = key_for(problem, kernel.target);
+    check_softmax_scale(problem.softmax_scale).map_err(EngineError::Decode)?;
     let program = Program::compile(kernel)?;
     let mut mem = Memory::new();
     let q = &problem.q;
@@ -264,8 +271,8 @@ impl DeviceProblem {
         let args = DecodeArgs {
             q: DeviceTensor::new::<half::bf16>(
                 q_ptr,
-                &[q.s_q, q.padded_heads, HEAD_DIM],
-                &[q.token_stride, HEAD_DIM, 1],
+                &[q.s_q, HEAD_DIM / CHUNK, q.padded_heads, CHUNK],
+                &[q.token_stride, q.padded_heads * CHUNK, CHUNK, 1],
             ),
             swa_cache,
             swa_idx: list(swa_idx, &problem.swa),
@@ -325,7 +332,8 @@ pub fn run_gpu(
     problem: &DecodeProblem,
     precast: bool,
 ) -> Result<EngineRun, EngineError> {
-    let decode = SwapAbDecode::new(device.clone())?;
+    // A tool runs one-off shapes: compile the key here rather than refuse it.
+    let decode = SwapAbDecode::new(device.clone())?.with_mode(CompileMode::OnDemand);
     let stream = device.stream();
     let uploaded = DeviceProblem::upload(problem, stream)?;
     let heads = problem.heads();

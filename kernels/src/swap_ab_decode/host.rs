@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use dsl_core::Target;
 use dsl_core::ir::ElemTy;
 use dsl_core::jit::{Device, JitError, KernelArg, Launch, LoadedKernel, TensorArg};
@@ -18,6 +18,7 @@ use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
 use super::key::check_heads;
+use super::query::CHUNK;
 use super::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
     entry_name, trace_entry,
@@ -43,19 +44,41 @@ impl DeviceTensor {
         }
     }
 
-    /// A tensor of `E` over a cudarc slice of `stream`'s context (any element type of the
-    /// same storage, e.g. a `CudaSlice<u8>` holding fp8 records), with extents and strides.
-    pub fn from_slice<E: Element, T>(
-        slice: &cudarc::driver::CudaSlice<T>,
-        stream: &CudaStream,
+    /// An input tensor of `E` over cudarc memory of `stream`'s context (a `CudaSlice` or a
+    /// `CudaView`, of any element type: a `CudaSlice<u8>` holding fp8 records is a u8
+    /// tensor). Refused, naming `name`, when `shape` and `strides` reach past the memory.
+    /// The returned guard records the kernel's read on `stream` when dropped: keep it until
+    /// the launch is enqueued.
+    pub fn input<'a, E: Element, T>(
+        name: &'static str,
+        memory: &'a impl DevicePtr<T>,
+        stream: &'a CudaStream,
         shape: &[usize],
         strides: &[usize],
-    ) -> Self {
-        Self::new::<E>(
-            cudarc::driver::DevicePtr::device_ptr(slice, stream).0,
-            shape,
-            strides,
-        )
+    ) -> Result<Bound<'a>, DecodeError> {
+        check_fits(name, E::ELEM, shape, strides, memory.num_bytes())?;
+        let (ptr, access) = memory.device_ptr(stream);
+        Ok(Bound {
+            tensor: Self::new::<E>(ptr, shape, strides),
+            _access: access,
+        })
+    }
+
+    /// [`DeviceTensor::input`] for an output (a `CudaSlice` or a `CudaViewMut`): the guard
+    /// records a write, so cudarc orders later reads of the memory after the kernel.
+    pub fn output<'a, E: Element, T>(
+        name: &'static str,
+        memory: &'a mut impl DevicePtrMut<T>,
+        stream: &'a CudaStream,
+        shape: &[usize],
+        strides: &[usize],
+    ) -> Result<Bound<'a>, DecodeError> {
+        check_fits(name, E::ELEM, shape, strides, memory.num_bytes())?;
+        let (ptr, access) = memory.device_ptr_mut(stream);
+        Ok(Bound {
+            tensor: Self::new::<E>(ptr, shape, strides),
+            _access: access,
+        })
     }
 
     /// A row-major contiguous tensor of `E` at `ptr`.
@@ -88,10 +111,61 @@ impl DeviceTensor {
     }
 }
 
+/// A [`DeviceTensor`] over cudarc memory, with cudarc's access guard: dropping it records
+/// the kernel's read or write on the stream, which cudarc waits for before the memory is
+/// used on another stream or freed.
+#[must_use = "dropping the guard before the launch is enqueued records the access too early"]
+pub struct Bound<'a> {
+    tensor: DeviceTensor,
+    _access: SyncOnDrop<'a>,
+}
+
+impl Bound<'_> {
+    /// The tensor, for a field of [`DecodeArgs`].
+    pub fn tensor(&self) -> &DeviceTensor {
+        &self.tensor
+    }
+}
+
+/// Refuses a shape and strides of `elem` that reach past `bytes` bytes of memory.
+fn check_fits(
+    name: &'static str,
+    elem: ElemTy,
+    shape: &[usize],
+    strides: &[usize],
+    bytes: usize,
+) -> Result<(), DecodeError> {
+    if shape.len() != strides.len() {
+        return Err(bad(
+            name,
+            format!("shape {shape:?} and strides {strides:?} have different ranks"),
+        ));
+    }
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&e, &s)| (e - 1) * s).sum();
+    let needed = (last + 1) * elem.bytes();
+    if needed > bytes {
+        return Err(bad(
+            name,
+            format!(
+                "shape {shape:?} with strides {strides:?} of {} reaches byte {needed} of a \
+                 {bytes}-byte buffer: allocate at least {needed} bytes or fix the shape",
+                elem.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The arguments of one decode call (the seed's `__call__`).
 #[derive(Clone, Debug)]
 pub struct DecodeArgs {
-    /// `[s_q, HP, 512]` bf16, chunk-interleaved, strides `[>= HP * 512, 512, 1]`.
+    /// bf16 Q, chunk-interleaved, described as what it is in memory: `[s_q, 32, HP, 16]`
+    /// (token, 16-dim chunk, padded head, dim in the chunk), strides
+    /// `[>= HP * 512, HP * 16, 16, 1]`. A row-major `[s_q, HP, 512]` q is refused: repack it
+    /// ([`QueryBuffer::pack`](super::query::QueryBuffer::pack) does it on the host).
     pub q: DeviceTensor,
     /// `[num_blocks, page, 528]` u8 fp8 records, strides `[>= page * 528, 528, 1]`.
     pub swa_cache: DeviceTensor,
@@ -105,13 +179,16 @@ pub struct DecodeArgs {
     pub extra_len: DeviceTensor,
     /// `[>= s_q]` i64 query positions.
     pub positions: DeviceTensor,
-    /// `[max_pos, 64]` f32: 32 cos then 32 sin per position, strides `[>= 64, 1]`.
+    /// `[max_pos, 64]` f32: 32 cos then 32 sin per position, strides `[>= 64, 1]`; every
+    /// position in `positions` must be below `max_pos` (at least 1 row).
     pub cos_sin: DeviceTensor,
     /// `[>= heads]` f32 attention-sink logits.
     pub sink: DeviceTensor,
-    /// `[s_q, groups, 4096]` e4m3 (or u8), last stride 1; groups >= heads / 8.
+    /// `[s_q, groups, 4096]` e4m3 (or u8), last stride 1; groups >= heads / 8. The written
+    /// part (the first heads / 8 groups) must not overlap itself, `out_scale` or any input.
     pub out_data: DeviceTensor,
-    /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides.
+    /// `[s_q, groups, 32]` i32 (4 ue8m0 bytes each), any strides that do not overlap; like
+    /// `out_data`, disjoint from every other tensor.
     pub out_scale: DeviceTensor,
     /// Live heads: 8, 16, 32, 64 or 128.
     pub heads: usize,
@@ -120,28 +197,69 @@ pub struct DecodeArgs {
 
 /// Why a decode call was refused or failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
+    /// An argument tensor does not fit: `tensor` is its field name in [`DecodeArgs`].
     #[error("`{tensor}`: {problem}")]
     Tensor {
         tensor: &'static str,
         problem: String,
     },
-    #[error("softmax_scale must be a finite positive number, got {0}")]
-    Scale(f32),
-    #[error("{0}")]
+    #[error(
+        "softmax_scale must be a finite positive number, got {value}: pass the model's \
+         scale (1 / sqrt(576) for DeepSeek V4)"
+    )]
+    Scale { value: f32 },
+    #[error(transparent)]
     Key(#[from] KeyError),
     #[error(
-        "the device has no kestrel target (compute capability {0}.{1}): the decode kernel runs on sm_90 or sm_100"
+        "the device has no kestrel target (compute capability {}.{}): the decode kernel runs on sm_90 or sm_100",
+        .compute_capability.0, .compute_capability.1
     )]
-    NoTarget(i32, i32),
-    #[error("{0}")]
+    NoTarget { compute_capability: (i32, i32) },
+    #[error(
+        "compile key {key} ({entry}, from the call's shapes: {shape}) was not warmed up, and \
+         this SwapAbDecode is strict: call warmup{debug_suffix}(&LayerShape {{ {shape} }}) at \
+         start-up, or build it with CompileMode::OnDemand to compile inside launch (tools \
+         only: a compile stalls the decode step and cannot happen inside a CUDA-graph capture)",
+        entry = if *.debug { "debug entry point" } else { "production entry point" },
+        debug_suffix = if *.debug { "_debug" } else { "" }
+    )]
+    NotWarmedUp {
+        key: CompileKey,
+        shape: LayerShape,
+        debug: bool,
+    },
+    #[error(transparent)]
     Jit(#[from] JitError),
+}
+
+/// What [`SwapAbDecode::launch`] does with a compile key that warm-up did not compile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileMode {
+    /// Refuse it with [`DecodeError::NotWarmedUp`]: the serving default, so that no decode
+    /// step (or CUDA-graph capture) ever compiles.
+    #[default]
+    Strict,
+    /// Compile it on first use: for tools and tests that launch one-off shapes.
+    OnDemand,
 }
 
 fn bad(tensor: &'static str, problem: impl Into<String>) -> DecodeError {
     DecodeError::Tensor {
         tensor,
         problem: problem.into(),
+    }
+}
+
+/// The SPEC's rule for `softmax_scale`, on every path (host API, problems and case files,
+/// the interpreter): finite and positive.
+pub fn check_softmax_scale(value: f32) -> Result<(), DecodeError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(DecodeError::Scale { value })
     }
 }
 
@@ -208,11 +326,105 @@ fn check_equal(name: &'static str, what: &str, got: usize, want: usize) -> Resul
     Ok(())
 }
 
-/// A validated call: its key and its token count.
+/// Checks Q's dtype and its chunk-interleaved rank-4 shape `[s_q, 32, HP, 16]`; returns it.
+fn check_query(q: &DeviceTensor) -> Result<&[usize], DecodeError> {
+    if q.shape.len() == 3 && q.elem == ElemTy::Bf16 {
+        return Err(bad(
+            "q",
+            format!(
+                "shape {:?} is the row-major [s_q, HP, 512] view, but the kernel reads Q \
+                 chunk-interleaved (element (h, d) at (d / 16) * HP * 16 + h * 16 + d % 16 of a \
+                 token's row): describe it as [s_q, 32, HP, 16] with strides [token stride, \
+                 HP * 16, 16, 1], and repack a row-major q first (QueryBuffer::pack on the host)",
+                q.shape
+            ),
+        ));
+    }
+    let shape = check_kind("q", q, &[ElemTy::Bf16], 4)?;
+    check_equal("q", "chunks (dim 1)", shape[1], HEAD_DIM / CHUNK)?;
+    check_equal("q", "dims of a chunk (dim 3)", shape[3], CHUNK)?;
+    Ok(shape)
+}
+
+/// The bytes `[first, end)` that `t` covers with extents `extents` (none when empty).
+fn span(t: &DeviceTensor, extents: &[usize]) -> Option<(u64, u64)> {
+    if extents.contains(&0) {
+        return None;
+    }
+    let bytes = t.elem.bytes() as u64;
+    let last: u64 = extents
+        .iter()
+        .zip(&t.strides)
+        .map(|(&e, &s)| (e as u64 - 1) * s as u64)
+        .sum();
+    Some((t.ptr, t.ptr + (last + 1) * bytes))
+}
+
+/// Refuses an output whose elements (the first `extents` of it, what the kernel writes)
+/// share addresses: a zero stride or strides that interleave would make two results land
+/// on one element.
+fn check_no_self_overlap(
+    name: &'static str,
+    t: &DeviceTensor,
+    extents: &[usize],
+) -> Result<(), DecodeError> {
+    let mut dims: Vec<(usize, usize)> = extents
+        .iter()
+        .zip(&t.strides)
+        .filter(|&(&e, _)| e > 1)
+        .map(|(&e, &s)| (s, e))
+        .collect();
+    dims.sort_unstable();
+    let mut covered = 1;
+    for &(stride, extent) in &dims {
+        if stride < covered {
+            return Err(bad(
+                name,
+                format!(
+                    "strides {:?} over the written extents {extents:?} make elements share \
+                     an address (a zero stride, or strides smaller than the dims inside \
+                     them): give every output element its own address",
+                    t.strides
+                ),
+            ));
+        }
+        covered = stride * extent;
+    }
+    Ok(())
+}
+
+/// Refuses an output that shares bytes with another output or with an input.
+fn check_disjoint(
+    outputs: &[(&'static str, Option<(u64, u64)>)],
+    inputs: &[(&'static str, Option<(u64, u64)>)],
+) -> Result<(), DecodeError> {
+    for (i, &(name, out)) in outputs.iter().enumerate() {
+        let Some((lo, hi)) = out else { continue };
+        for &(other, span) in outputs[..i].iter().chain(inputs) {
+            if let Some((olo, ohi)) = span
+                && lo < ohi
+                && olo < hi
+            {
+                return Err(bad(
+                    name,
+                    format!(
+                        "bytes {lo:#x}..{hi:#x} overlap `{other}` ({olo:#x}..{ohi:#x}): the \
+                         kernel writes it while other CTAs read or write the other; give \
+                         each output its own buffer"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A validated call: its key, its token count and the shapes the key came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CheckedCall {
     pub key: CompileKey,
     pub tokens: usize,
+    pub shape: LayerShape,
 }
 
 /// Checks one cache + slot list + lengths triple; returns (page, record bytes, width).
@@ -280,14 +492,11 @@ impl DecodeArgs {
     /// Validates every argument and derives the compile key for `target`; the error names
     /// the tensor and says what is expected.
     pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
-        if !(self.softmax_scale.is_finite() && self.softmax_scale > 0.0) {
-            return Err(DecodeError::Scale(self.softmax_scale));
-        }
-        let q = check_kind("q", &self.q, &[ElemTy::Bf16], 3)?;
-        let (tokens, padded_heads) = (q[0], q[1]);
-        check_equal("q", "the last dim", q[2], HEAD_DIM)?;
+        check_softmax_scale(self.softmax_scale)?;
+        let q = check_query(&self.q)?;
+        let (tokens, padded_heads) = (q[0], q[2]);
         check_heads(self.heads)?;
-        check_at_least("q", "padded heads (dim 1)", padded_heads, self.heads)?;
+        check_at_least("q", "padded heads (dim 2)", padded_heads, self.heads)?;
         check_at_least("q", "tokens (dim 0)", tokens, 1)?;
         if tokens > 65535 {
             return Err(bad(
@@ -295,8 +504,14 @@ impl DecodeArgs {
                 format!("at most 65535 tokens a launch (the grid's y), got {tokens}"),
             ));
         }
-        check_equal("q", "stride[2]", self.q.strides[2], 1)?;
-        check_equal("q", "stride[1]", self.q.strides[1], HEAD_DIM)?;
+        check_equal("q", "stride[3] (dims of a chunk)", self.q.strides[3], 1)?;
+        check_equal("q", "stride[2] (heads)", self.q.strides[2], CHUNK)?;
+        check_equal(
+            "q",
+            "stride[1] (chunks, HP * 16)",
+            self.q.strides[1],
+            padded_heads * CHUNK,
+        )?;
         check_at_least(
             "q",
             "the token stride (stride[0])",
@@ -334,6 +549,13 @@ impl DecodeArgs {
         let cos_sin = check_kind("cos_sin", &self.cos_sin, &[ElemTy::F32], 2)?;
         check_equal("cos_sin", "the last dim", cos_sin[1], ROPE_DIM)?;
         check_equal("cos_sin", "stride[1]", self.cos_sin.strides[1], 1)?;
+        if cos_sin[0] == 0 {
+            return Err(bad(
+                "cos_sin",
+                "has no rows: the kernel reads row positions[b] for every token; pass the \
+                 table with a row for every position the batch uses",
+            ));
+        }
         check_at_least("cos_sin", "stride[0]", self.cos_sin.strides[0], ROPE_DIM)?;
         check_align("cos_sin", "the base address", self.cos_sin.ptr, 16)?;
         check_align(
@@ -365,24 +587,91 @@ impl DecodeArgs {
             WV_GROUP_SIZE * HEAD_DIM / 128,
         )?;
         check_align("out_scale", "the base address", self.out_scale.ptr, 4)?;
+        let written = |t: &DeviceTensor| [tokens, groups_needed, t.shape[2]];
+        check_no_self_overlap("out_data", &self.out_data, &written(&self.out_data))?;
+        check_no_self_overlap("out_scale", &self.out_scale, &written(&self.out_scale))?;
+        let outputs = [
+            ("out_data", span(&self.out_data, &written(&self.out_data))),
+            (
+                "out_scale",
+                span(&self.out_scale, &written(&self.out_scale)),
+            ),
+        ];
+        check_disjoint(&outputs, &self.input_spans())?;
 
-        let key = dispatch(
-            &LayerShape {
-                heads: self.heads,
-                swa_width,
-                extra_width,
-                extra_record_bytes: extra_record,
-                swa_page,
-                extra_page,
-            },
-            target,
-        )?;
-        Ok(CheckedCall { key, tokens })
+        let shape = LayerShape {
+            heads: self.heads,
+            swa_width,
+            extra_width,
+            extra_record_bytes: extra_record,
+            swa_page,
+            extra_page,
+        };
+        let key = dispatch(&shape, target)?;
+        Ok(CheckedCall { key, tokens, shape })
+    }
+
+    /// [`DecodeArgs::check`] for the debug entry point, which also writes `precast`
+    /// (`[s_q, heads, 512]` f32, strides that give every element its own address, disjoint
+    /// from every other tensor).
+    pub fn check_debug(
+        &self,
+        target: Target,
+        precast: &DeviceTensor,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = self.check(target)?;
+        let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
+        if shape != [call.tokens, call.key.heads, HEAD_DIM] {
+            return Err(bad(
+                "precast",
+                format!(
+                    "shape must be [{}, {}, 512], got {shape:?}",
+                    call.tokens, call.key.heads
+                ),
+            ));
+        }
+        check_no_self_overlap("precast", precast, shape)?;
+        let outputs = [
+            ("out_data", span(&self.out_data, &self.out_data.shape)),
+            ("out_scale", span(&self.out_scale, &self.out_scale.shape)),
+            ("precast", span(precast, shape)),
+        ];
+        check_disjoint(&outputs[2..], &outputs[..2])?;
+        check_disjoint(&outputs[2..], &self.input_spans())?;
+        Ok(call)
+    }
+
+    /// The bytes each input tensor covers, for the aliasing check of the outputs.
+    fn input_spans(&self) -> [(&'static str, Option<(u64, u64)>); 10] {
+        let all = |t: &DeviceTensor| span(t, &t.shape);
+        [
+            ("q", all(&self.q)),
+            ("swa_cache", all(&self.swa_cache)),
+            ("swa_idx", all(&self.swa_idx)),
+            ("swa_len", all(&self.swa_len)),
+            ("extra_cache", all(&self.extra_cache)),
+            ("extra_idx", all(&self.extra_idx)),
+            ("extra_len", all(&self.extra_len)),
+            ("positions", all(&self.positions)),
+            ("cos_sin", all(&self.cos_sin)),
+            ("sink", all(&self.sink)),
+        ]
+    }
+
+    /// Q as the kernel's parameter takes it: `[s_q, HP, 512]` rows of `stride[0]` elements,
+    /// inside which the kernel computes the chunk-interleaved offsets itself.
+    fn query_arg(&self) -> KernelArg {
+        let q = &self.q;
+        KernelArg::Tensor(TensorArg::new::<half::bf16, 3>(
+            q.ptr,
+            [q.shape[0] as i64, q.shape[2] as i64, HEAD_DIM as i64],
+            [q.strides[0] as i64, HEAD_DIM as i64, 1],
+        ))
     }
 
     fn kernel_args(&self) -> [KernelArg; 13] {
         [
-            self.q.arg::<3>(),
+            self.query_arg(),
             self.swa_cache.arg::<3>(),
             self.swa_idx.arg::<2>(),
             self.swa_len.arg::<1>(),
@@ -399,24 +688,55 @@ impl DecodeArgs {
     }
 }
 
-/// The decode kernel on one device: compiled per key on first use (or at [`warmup`]).
+/// The kernels of one instance, by key and entry point (`true`: debug).
+type Loaded<T> = Mutex<HashMap<(CompileKey, bool), T>>;
+
+/// `key`'s kernel from `loaded`; when absent, refused with the call's `shape` if `strict`
+/// is given, else compiled by `compile` and kept.
+fn lookup<T: Clone>(
+    loaded: &Loaded<T>,
+    key: &CompileKey,
+    debug: bool,
+    strict: Option<&LayerShape>,
+    compile: impl FnOnce() -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let loaded = || loaded.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kernel) = loaded().get(&(*key, debug)) {
+        return Ok(kernel.clone());
+    }
+    if let Some(&shape) = strict {
+        return Err(DecodeError::NotWarmedUp {
+            key: *key,
+            shape,
+            debug,
+        });
+    }
+    let kernel = compile()?;
+    loaded().insert((*key, debug), kernel.clone());
+    Ok(kernel)
+}
+
+/// The decode kernel on one device. Keys are compiled at [`warmup`] (or by [`kernel`]);
+/// in the default [`CompileMode::Strict`] a launch of any other key is refused, naming
+/// the key and the shapes it came from.
 ///
 /// [`warmup`]: SwapAbDecode::warmup
+/// [`kernel`]: SwapAbDecode::kernel
 pub struct SwapAbDecode {
     device: Arc<Device>,
     target: Target,
+    mode: CompileMode,
     /// The kernels this instance has launched, by key and entry point. The device's cache
     /// is keyed by strings (it serves any kernel); looking up a `CompileKey` here keeps a
     /// launch free of allocation once the kernel is loaded.
-    loaded: Mutex<HashMap<(CompileKey, bool), Arc<LoadedKernel>>>,
+    loaded: Loaded<Arc<LoadedKernel>>,
 }
 
 impl SwapAbDecode {
     /// The kernel for `device`'s architecture (sm_90 -> sm_90a, sm_100 -> sm_100a).
     pub fn new(device: Arc<Device>) -> Result<Self, DecodeError> {
-        let target = device.target().ok_or_else(|| {
-            let (major, minor) = device.info().compute_capability;
-            DecodeError::NoTarget(major, minor)
+        let target = device.target().ok_or_else(|| DecodeError::NoTarget {
+            compute_capability: device.info().compute_capability,
         })?;
         Ok(SwapAbDecode::for_target(device, target))
     }
@@ -427,8 +747,19 @@ impl SwapAbDecode {
         SwapAbDecode {
             device,
             target,
+            mode: CompileMode::Strict,
             loaded: Mutex::default(),
         }
+    }
+
+    /// The same instance with `mode` for keys that were not warmed up.
+    pub fn with_mode(mut self, mode: CompileMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn mode(&self) -> CompileMode {
+        self.mode
     }
 
     pub fn target(&self) -> Target {
@@ -439,31 +770,52 @@ impl SwapAbDecode {
         &self.device
     }
 
-    /// The loaded kernel of `key`, compiled on first use.
+    /// The loaded kernel of `key`, compiled now if it was not (a warm-up of one key).
     pub fn kernel(&self, key: &CompileKey) -> Result<Arc<LoadedKernel>, DecodeError> {
-        self.entry(key, false)
+        self.entry(key, false, None)
     }
 
-    /// The production or debug entry point's kernel of `key`, compiled on first use.
-    fn entry(&self, key: &CompileKey, debug: bool) -> Result<Arc<LoadedKernel>, DecodeError> {
-        let loaded = || self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(kernel) = loaded().get(&(*key, debug)) {
-            return Ok(Arc::clone(kernel));
-        }
-        let kernel = self
-            .device
-            .kernel(entry_name(debug), &key.to_string(), key.target, || {
-                trace_entry(key, debug)
-            })?;
-        loaded().insert((*key, debug), Arc::clone(&kernel));
-        Ok(kernel)
+    /// The production or debug entry point's kernel of `key`; `strict` (the call's shape)
+    /// refuses one that is not loaded yet instead of compiling it.
+    fn entry(
+        &self,
+        key: &CompileKey,
+        debug: bool,
+        strict: Option<&LayerShape>,
+    ) -> Result<Arc<LoadedKernel>, DecodeError> {
+        lookup(&self.loaded, key, debug, strict, || {
+            Ok(self
+                .device
+                .kernel(entry_name(debug), &key.to_string(), key.target, || {
+                    trace_entry(key, debug)
+                })?)
+        })
+    }
+
+    /// The kernel a checked call launches, refused in strict mode when not warmed up.
+    fn for_call(&self, call: &CheckedCall, debug: bool) -> Result<Arc<LoadedKernel>, DecodeError> {
+        let strict = (self.mode == CompileMode::Strict).then_some(&call.shape);
+        self.entry(&call.key, debug, strict)
     }
 
     /// Compiles every key a layer of this shape can hit, so no decode step compiles.
     pub fn warmup(&self, layer: &LayerShape) -> Result<Vec<CompileKey>, DecodeError> {
+        self.warmup_entry(layer, false)
+    }
+
+    /// [`SwapAbDecode::warmup`] for the debug entry point ([`SwapAbDecode::launch_debug`]).
+    pub fn warmup_debug(&self, layer: &LayerShape) -> Result<Vec<CompileKey>, DecodeError> {
+        self.warmup_entry(layer, true)
+    }
+
+    fn warmup_entry(
+        &self,
+        layer: &LayerShape,
+        debug: bool,
+    ) -> Result<Vec<CompileKey>, DecodeError> {
         let keys = warmup_keys(layer, self.target)?;
         for key in &keys {
-            self.kernel(key)?;
+            self.entry(key, debug, None)?;
         }
         Ok(keys)
     }
@@ -480,10 +832,34 @@ impl SwapAbDecode {
         args: &DecodeArgs,
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
-        let kernel = self.kernel(&call.key)?;
+        let kernel = self.for_call(&call, false)?;
         let grid = call.key.grid(call.tokens);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
+        Ok(call)
+    }
+
+    /// [`SwapAbDecode::launch`] on a raw driver stream, for engines on another CUDA
+    /// binding; the stream must belong to this instance's device context.
+    ///
+    /// # Safety
+    /// As [`SwapAbDecode::launch`], and `stream` must be a live stream handle.
+    pub unsafe fn launch_on_raw_stream(
+        &self,
+        stream: cudarc::driver::sys::CUstream,
+        args: &DecodeArgs,
+    ) -> Result<CheckedCall, DecodeError> {
+        let call = args.check(self.target)?;
+        let kernel = self.for_call(&call, false)?;
+        let grid = call.key.grid(call.tokens);
+        // SAFETY: the caller guarantees the tensors and the stream; check() matched them.
+        unsafe {
+            kernel.launch_on_raw_stream(
+                stream,
+                Launch::new(grid).with_pdl(),
+                &args.kernel_args(),
+            )?
+        };
         Ok(call)
     }
 
@@ -498,18 +874,8 @@ impl SwapAbDecode {
         args: &DecodeArgs,
         precast: &DeviceTensor,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check(self.target)?;
-        let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
-        if shape != [call.tokens, call.key.heads, HEAD_DIM] {
-            return Err(bad(
-                "precast",
-                format!(
-                    "shape must be [{}, {}, 512], got {shape:?}",
-                    call.tokens, call.key.heads
-                ),
-            ));
-        }
-        let kernel = self.entry(&call.key, true)?;
+        let call = args.check_debug(self.target, precast)?;
+        let kernel = self.for_call(&call, true)?;
         let grid = call.key.grid(call.tokens);
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
         let kernel_args: [KernelArg; 14] =
@@ -517,5 +883,64 @@ impl SwapAbDecode {
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &kernel_args)? };
         Ok(call)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> LayerShape {
+        LayerShape {
+            heads: 16,
+            swa_width: 100,
+            extra_width: 512,
+            extra_record_bytes: 288,
+            swa_page: 64,
+            extra_page: 16,
+        }
+    }
+
+    #[test]
+    fn a_tensor_must_fit_its_memory() {
+        let fits = |shape: &[usize], strides: &[usize], bytes| {
+            check_fits("q", ElemTy::Bf16, shape, strides, bytes)
+        };
+        assert!(fits(&[2, 32, 16, 16], &[8192, 256, 16, 1], 2 * 8192 * 2).is_ok());
+        let err = fits(&[2, 32, 16, 16], &[8192, 256, 16, 1], 2 * 8192 * 2 - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("`q`: ") && err.contains("reaches byte 32768 of a 32767-byte buffer"),
+            "{err}"
+        );
+        assert!(fits(&[0, 32, 16, 16], &[8192, 256, 16, 1], 0).is_ok());
+        assert!(fits(&[2, 32], &[1], 1 << 20).is_err());
+    }
+
+    #[test]
+    fn strict_lookup_refuses_a_key_that_was_not_warmed_up() {
+        let loaded: Loaded<u32> = Mutex::default();
+        let key = dispatch(&shape(), Target::Sm90a).unwrap();
+        let never = || -> Result<u32, DecodeError> { panic!("strict mode compiled") };
+        let err = lookup(&loaded, &key, false, Some(&shape()), never).unwrap_err();
+        assert!(matches!(err, DecodeError::NotWarmedUp { debug: false, .. }));
+        let message = err.to_string();
+        for part in [
+            "compile key h16_nk100_ne512_nvfp4_p64x16_sm90a",
+            "swa_width: 100",
+            "call warmup(&LayerShape",
+            "CompileMode::OnDemand",
+        ] {
+            assert!(message.contains(part), "expected `{part}` in `{message}`");
+        }
+        // Warm-up compiles; the strict lookup then finds it, and the debug entry is its own.
+        assert_eq!(lookup(&loaded, &key, false, None, || Ok(7)).unwrap(), 7);
+        assert_eq!(
+            lookup(&loaded, &key, false, Some(&shape()), never).unwrap(),
+            7
+        );
+        let debug = lookup(&loaded, &key, true, Some(&shape()), never).unwrap_err();
+        assert!(debug.to_string().contains("call warmup_debug("), "{debug}");
     }
 }

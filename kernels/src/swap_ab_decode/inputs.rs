@@ -89,8 +89,12 @@ pub fn stage_inputs(
     let [slot_id] = load_vec_if::<i32, 1, _>(id_addr, slot_pos < list.width, -1i32, NC);
     let length: Val<i32> = load(list.len.base() + token * list.len.stride(0) * 4i64);
     let limit = length.min(list.width as i32);
+    // Clamped to the table (SPEC, Inputs): an out-of-range position reads its nearest row,
+    // never outside `cos_sin`.
     let position: Val<i64> =
-        load(query.positions.base() + token * query.positions.stride(0) * 8i64);
+        load::<i64, _>(query.positions.base() + token * query.positions.stride(0) * 8i64)
+            .max(0i64)
+            .min(query.cos_sin.extent(0) - 1i64);
     let live = row0.cast::<i32>() < limit;
     let in_range = slot_pos.cast::<i32>() < limit;
 

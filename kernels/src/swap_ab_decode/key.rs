@@ -29,7 +29,7 @@ impl ExtraRecord {
         match bytes {
             FP8_RECORD => Ok(ExtraRecord::Fp8),
             FP4_RECORD => Ok(ExtraRecord::Nvfp4),
-            other => Err(KeyError::Record(other)),
+            bytes => Err(KeyError::Record { bytes }),
         }
     }
 
@@ -65,17 +65,18 @@ pub struct CompileKey {
 
 /// Why a set of fields is not a valid [`CompileKey`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
-    #[error("live heads must be 8, 16, 32, 64 or 128, got {0}")]
-    Heads(usize),
+    #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
+    Heads { heads: usize },
     #[error(
-        "`{0}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a"
     )]
-    Name(String),
+    Name { name: String },
     #[error(
-        "compressed records must be V4.1 fp8 ({FP8_RECORD} bytes) or NVFP4 ({FP4_RECORD} bytes), got {0} bytes"
+        "compressed records must be V4.1 fp8 ({FP8_RECORD} bytes) or NVFP4 ({FP4_RECORD} bytes), got {bytes} bytes"
     )]
-    Record(usize),
+    Record { bytes: usize },
     #[error("the {list} page size must be a power of two, got {page}")]
     Page { list: &'static str, page: usize },
     #[error(
@@ -94,7 +95,7 @@ pub(crate) fn check_heads(heads: usize) -> Result<(), KeyError> {
     if matches!(heads, 8 | 16 | 32 | 64 | 128) {
         Ok(())
     } else {
-        Err(KeyError::Heads(heads))
+        Err(KeyError::Heads { heads })
     }
 }
 
@@ -172,7 +173,9 @@ impl std::str::FromStr for CompileKey {
 
     /// Parses the [`Display`](fmt::Display) name back (`h16_nk128_ne512_fp8_p64x64_sm100a`).
     fn from_str(name: &str) -> Result<Self, KeyError> {
-        let bad = || KeyError::Name(name.to_string());
+        let bad = || KeyError::Name {
+            name: name.to_string(),
+        };
         let parts: Vec<&str> = name.split('_').collect();
         let [h, nk, ne, record, pages, target] = parts[..] else {
             return Err(bad());
@@ -241,15 +244,15 @@ mod tests {
         assert_eq!(name.parse::<CompileKey>(), Ok(key));
         assert_eq!(
             "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
-            Err(KeyError::Heads(24))
+            Err(KeyError::Heads { heads: 24 })
         );
         assert!(matches!(
             "h16_nk128".parse::<CompileKey>(),
-            Err(KeyError::Name(_))
+            Err(KeyError::Name { .. })
         ));
         assert!(matches!(
             "h16_nk128_ne512_fp7_p64x64_sm100a".parse::<CompileKey>(),
-            Err(KeyError::Name(_))
+            Err(KeyError::Name { .. })
         ));
     }
 

@@ -6,9 +6,10 @@
 //! - layouts: [`record`] (V4.1 fp8 / NVFP4 records), [`cache`] (paged caches), [`query`]
 //!   (chunk-interleaved Q), [`output`] (o-fused MXFP8 with strided scales);
 //! - [`problem::DecodeProblem`]: one launch's inputs and output buffers;
-//! - [`reference()`]: the op in f64; [`compare`]: the SPEC's numerics contract as a report;
-//! - [`cases`]: named edge cases and seeded realistic cases; [`case_file`]: one case per
-//!   `.safetensors` file, readable from PyTorch.
+//! - with the `testing` feature: `reference()`, the op in f64; `compare`, the SPEC's
+//!   numerics contract as a report; `cases`, named edge cases and seeded realistic cases;
+//!   `case_file`, one case per `.safetensors` file, readable from PyTorch. A serving build
+//!   leaves them (and their dependencies) out.
 //!
 //! # Resources per key
 //!
@@ -16,7 +17,9 @@
 #![doc = include_str!("resources.md")]
 
 pub mod cache;
+#[cfg(feature = "testing")]
 pub mod case_file;
+#[cfg(feature = "testing")]
 pub mod cases;
 pub mod dispatch;
 pub mod engine;
@@ -26,28 +29,34 @@ pub mod kernel;
 pub mod key;
 mod merge;
 mod mma;
+#[cfg(feature = "testing")]
 pub mod numerics;
 pub mod output;
 pub mod plan;
 pub mod problem;
 pub mod query;
 pub mod record;
+#[cfg(feature = "testing")]
 pub mod reference;
 pub mod resources;
 mod smem;
 mod softmax;
 
 pub use cache::PagedCache;
+#[cfg(feature = "testing")]
 pub use case_file::{CaseFile, CaseFileError};
+#[cfg(feature = "testing")]
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
 pub use dispatch::{LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
-pub use host::{DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
+pub use host::{Bound, CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 pub use kernel::{entry_name, swap_ab_decode, swap_ab_decode_debug, trace_entry};
 pub use key::{CompileKey, ExtraRecord, KeyError};
+#[cfg(feature = "testing")]
 pub use numerics::{NumericsReport, compare};
 pub use output::{OutputBuffers, OutputLayout};
 pub use problem::{DecodeProblem, ProblemError, SlotList};
 pub use query::QueryBuffer;
+#[cfg(feature = "testing")]
 pub use reference::{ReferenceOutput, reference};
 
 /// Dimensions of a latent KV row (K and V are the same row).

@@ -4,12 +4,14 @@
 use thiserror::Error;
 
 use super::cache::PagedCache;
+use super::host::check_softmax_scale;
 use super::output::OutputBuffers;
 use super::query::QueryBuffer;
 use super::{CompileKey, ExtraRecord, KeyError, ROPE_DIM};
 
 /// Why a [`DecodeProblem`] (or a case file holding one) cannot be run.
 #[derive(Clone, Debug, PartialEq, Error)]
+#[non_exhaustive]
 pub enum ProblemError {
     #[error(transparent)]
     Key(#[from] KeyError),
@@ -162,7 +164,7 @@ impl DecodeProblem {
     }
 
     /// Checks every shape against the key and the other tensors, and the scalars the kernel
-    /// indexes with (positions) or cannot give a meaning to (NaN sink, non-finite scale).
+    /// indexes with (positions) or cannot give a meaning to (NaN sink, a softmax_scale that is not finite and positive).
     pub fn validate(&self) -> Result<(), ProblemError> {
         self.key.validate()?;
         let s_q = self.s_q();
@@ -227,11 +229,8 @@ impl DecodeProblem {
                 format!("has {} entries for {heads} heads", self.sink.len()),
             );
         }
-        if !self.softmax_scale.is_finite() {
-            return shape(
-                "softmax_scale",
-                format!("{} is not finite", self.softmax_scale),
-            );
+        if let Err(e) = check_softmax_scale(self.softmax_scale) {
+            return shape("softmax_scale", e.to_string());
         }
         self.out.validate(s_q, heads)?;
         for (token, &pos) in self.positions[..s_q].iter().enumerate() {

@@ -17,12 +17,13 @@ pub const RESOURCES_FILE: &str = "src/swap_ab_decode/resources.md";
 
 /// Why the table could not be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResourcesError {
-    #[error("{0}")]
+    #[error(transparent)]
     Trace(#[from] dsl_core::trace::TraceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Emit(#[from] dsl_core::emit::ptx::EmitError),
-    #[error("{0}")]
+    #[error(transparent)]
     Ptxas(#[from] PtxasError),
 }
 

@@ -163,7 +163,7 @@ pub enum ValueType {
 /// A compile key by name; the error shows the expected form whatever was wrong.
 pub fn parse_key(name: &str) -> Result<CompileKey, String> {
     name.parse::<CompileKey>().map_err(|e| match e {
-        KeyError::Name(_) => format!("{e}; `kestrel keys` lists valid names"),
+        KeyError::Name { .. } => format!("{e}; `kestrel keys` lists valid names"),
         other => format!(
             "`{name}` is not a valid compile key: {other}. The form is \
              h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. \

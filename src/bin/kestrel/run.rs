@@ -340,7 +340,7 @@ fn workload(args: &RunArgs) -> Result<Workload, Failure> {
 
 fn case_failure(path: &Path, e: CaseFileError) -> Failure {
     match &e {
-        CaseFileError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+        CaseFileError::Io { error, .. } if error.kind() == std::io::ErrorKind::NotFound => {
             Failure::failed(format!(
                 "case file {} not found: check the path (a case file is a .safetensors file in \
                  the swap_ab_decode case format, see `kernels::swap_ab_decode::case_file`)",
