@@ -23,6 +23,8 @@
 //!   cluster (`.aligned`).
 //! - Each op's meaning lives in one emitter arm (`emit::ptx`) and one interpreter arm
 //!   (`interp`); both match exhaustively, so a new op fails to compile where unhandled.
+//! - Each op's rules (operand types, shapes, immediates, the capabilities it needs) live in
+//!   [`verify`], which both back ends run first.
 
 pub mod alu;
 pub mod cluster;
