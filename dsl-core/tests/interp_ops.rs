@@ -105,6 +105,8 @@ fn eval(srcs: &[Ty], dst: Ty, inputs: &[Vec<u64>], make: impl Fn(Reg, &[Reg]) ->
         }
     }
     let d = ir.reg(dst);
+    // A second register of the destination's type, `Reg(d.0 + 1)`, for ops with two results.
+    ir.reg(dst);
     let op = make(d, &src_regs);
     ir.push(op);
     let stored = if dst == Ty::Pred {

@@ -3,6 +3,7 @@
 
 use super::mbarrier::Mbarrier;
 use super::memory::{Gmem, Smem};
+use crate::ir::verify::rules;
 use crate::ir::{BulkWait, CopyOp, Op, Operand, SourceLoc};
 use crate::trace::val::emit_effect;
 use crate::trace::{IntoVal, Val, trace_error_at};
@@ -13,11 +14,8 @@ use crate::trace::{IntoVal, Val, trace_error_at};
 /// predicated or ragged edge).
 #[track_caller]
 pub fn cp_async(dst: Smem, src: Gmem, bytes: u32, valid_bytes: Option<Val<u32>>) {
-    if !matches!(bytes, 4 | 8 | 16) {
-        trace_error_at(
-            format!("cp.async copies 4, 8 or 16 bytes, not {bytes}"),
-            SourceLoc::caller(),
-        );
+    if let Err(e) = rules::cp_async_bytes(bytes) {
+        trace_error_at(e, SourceLoc::caller());
     }
     emit_effect(Op::Copy(CopyOp::CpAsync {
         dst: Operand::Reg(dst.value().reg()),
@@ -48,12 +46,9 @@ pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) 
     super::tma::check_smem_alignment(dst, "bulk copy destination");
     let bytes = bytes.operand();
     if let Operand::Imm(n) = bytes
-        && (n == 0 || n % 16 != 0)
+        && let Err(e) = rules::bulk_bytes(n)
     {
-        trace_error_at(
-            format!("a bulk copy moves a positive multiple of 16 bytes, not {n}"),
-            SourceLoc::caller(),
-        );
+        trace_error_at(e, SourceLoc::caller());
     }
     emit_effect(Op::Copy(CopyOp::BulkLoad {
         dst: Operand::Reg(dst.value().reg()),

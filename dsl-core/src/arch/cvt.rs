@@ -7,9 +7,11 @@
 //! interpreter and compare them.
 
 use crate::Target;
+use crate::ir::verify::rules;
 use crate::ir::{AluOp, Bf16x2Arith, CvtOp, Op, Operand, Rounding, Ty};
+use crate::target::Capability;
 use crate::trace::val::{convert, emit};
-use crate::trace::{Bf16x2, IntoVal, Val, current_target};
+use crate::trace::{Bf16x2, IntoVal, Val, current_target, trace_error};
 
 /// Which implementation of a conversion to trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,11 +23,13 @@ pub enum CvtPath {
 }
 
 impl CvtPath {
-    /// The native path where `target` has the sm_100a `cvt` forms, the emulated one elsewhere.
+    /// The native path where `target` has the native e2m1 and ue8m0 `cvt` forms, the
+    /// emulated one elsewhere.
     pub fn default_for(target: Target) -> Self {
-        match target {
-            Target::Sm100a => CvtPath::Native,
-            Target::Sm90a => CvtPath::Emulated,
+        if target.has(Capability::NativeE2m1Cvt) && target.has(Capability::Ue8m0Cvt) {
+            CvtPath::Native
+        } else {
+            CvtPath::Emulated
         }
     }
 
@@ -238,7 +242,9 @@ pub fn e2m1x2_to_bf16x2(word: Val<u32>, byte: u8) -> Val<Bf16x2> {
 /// [`e2m1x2_to_bf16x2`] on a chosen path.
 #[track_caller]
 pub fn e2m1x2_to_bf16x2_with(word: Val<u32>, byte: u8, path: CvtPath) -> Val<Bf16x2> {
-    assert!(byte < 4, "a word has bytes 0..4");
+    if let Err(e) = rules::e2m1_byte(byte) {
+        trace_error(e);
+    }
     match path {
         CvtPath::Native => {
             let src = word.reg();

@@ -163,10 +163,9 @@ fn offset_i32(offset: i64) -> i32 {
 
 #[track_caller]
 fn check_vector(n: usize) {
-    assert!(
-        matches!(n, 1 | 2 | 4),
-        "vector accesses move 1, 2 or 4 elements, not {n}"
-    );
+    if let Err(e) = crate::ir::verify::rules::vector_width(n) {
+        crate::trace::trace_error(e);
+    }
 }
 
 /// Loads `N` (1, 2 or 4) consecutive `T`s. With `pred`, threads where it is false access

@@ -1,5 +1,6 @@
 //! CTA barriers (whole-CTA and named), memory fences, and warpgroup register budgets.
 
+use crate::ir::verify::rules;
 use crate::ir::{FenceKind, Op, SourceLoc, SyncOp};
 use crate::trace::val::emit_effect;
 use crate::trace::{trace_error_at, with_builder};
@@ -39,22 +40,9 @@ impl NamedBarrier {
     /// Barrier `id` (1..16) for `threads` threads (a positive multiple of 32).
     #[track_caller]
     pub fn new(id: u32, threads: u32) -> Self {
-        let loc = SourceLoc::caller();
-        if !(1..16).contains(&id) {
-            trace_error_at(
-                format!("named barrier id {id}: use 1..16 (0 is the CTA-wide barrier)"),
-                loc,
-            );
-        }
         let cta = with_builder(|b| b.launch.threads.iter().product::<u32>());
-        if threads == 0 || threads % 32 != 0 || (cta > 0 && threads > cta) {
-            trace_error_at(
-                format!(
-                    "named barrier {id} for {threads} threads: the count is a positive multiple \
-                     of 32 (whole warps), at most the CTA's {cta}"
-                ),
-                loc,
-            );
+        if let Err(e) = rules::named_barrier(id, threads, cta) {
+            trace_error_at(e, SourceLoc::caller());
         }
         NamedBarrier { id, threads }
     }
@@ -88,19 +76,11 @@ impl NamedBarrier {
 #[track_caller]
 pub fn set_max_nreg(regs: u32, increase: bool) {
     let loc = SourceLoc::caller();
-    if !(24..=256).contains(&regs) || regs % 8 != 0 {
-        trace_error_at(
-            format!("setmaxnreg {regs}: the count is a multiple of 8 in 24..=256"),
-            loc,
-        );
+    if let Err(e) = rules::setmaxnreg(regs) {
+        trace_error_at(e, loc);
     }
-    let fixed = with_builder(|b| b.launch.max_regs.is_some() || b.launch.min_ctas_per_sm.is_some());
-    if !fixed {
-        trace_error_at(
-            "setmaxnreg needs a known register count at kernel entry: call `max_regs(..)` or \
-             `min_ctas_per_sm(..)` before it (ptxas would ignore it, C7508)",
-            loc,
-        );
+    if let Err(e) = with_builder(|b| rules::setmaxnreg_entry(&b.launch)) {
+        trace_error_at(e, loc);
     }
     emit_effect(Op::Sync(SyncOp::SetMaxNreg { regs, increase }));
 }

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 
 use super::mbarrier::Mbarrier;
 use super::memory::Smem;
+use crate::ir::verify::rules;
 use crate::ir::{CopyOp, ElemTy, MemOp, Op, Operand, ParamKind, SourceLoc, Ty};
 use crate::trace::builder::EntryValue;
 use crate::trace::val::emit_effect;
@@ -37,11 +38,8 @@ impl<E: Element, const R: usize> KernelParam for TensorMap<E, R> {
     #[track_caller]
     fn declare(name: &str) -> Self {
         let loc = SourceLoc::caller();
-        if R == 0 || R > crate::tensor_map::MAX_RANK {
-            trace_error_at(
-                format!("tensor map `{name}` has rank {R}; TMA copies take rank 1 to 5"),
-                loc,
-            );
+        if let Err(e) = rules::tensor_map_rank(R) {
+            trace_error_at(format!("tensor map `{name}` has {e}"), loc);
         }
         let index = with_builder(|b| {
             b.declare_param(

@@ -15,7 +15,10 @@ pub enum InterpError {
     /// The launch configuration does not fit the kernel.
     #[error("invalid launch of kernel `{kernel}`: {message}")]
     Launch { kernel: String, message: String },
-    /// The IR breaks a rule the interpreter relies on (a malformed op, not a runtime fault).
+    /// The kernel breaks IR rules (`ir::verify`), which the interpreter checks first.
+    #[error(transparent)]
+    Invalid(#[from] crate::ir::verify::VerifyError),
+    /// An op the interpreter does not run yet.
     #[error("kernel `{kernel}` cannot be interpreted: {message} (at {loc})")]
     Compile {
         kernel: String,

@@ -1,6 +1,7 @@
 //! Thread-block clusters: the cluster barrier and distributed shared memory addressing.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 /// Memory ordering of `barrier.cluster.arrive`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,7 +40,7 @@ impl ClusterOp {
     }
 
     pub(crate) fn requirement(&self) -> Requirement {
-        Requirement::all(8, 0)
+        Requirement::with(Capability::Cluster, 8, 0)
     }
 
     pub(crate) fn name(&self) -> &'static str {

@@ -11,6 +11,7 @@
 //!   `cp.async.bulk.wait_group.read n` before the source is reused (and `... 0` before exit).
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 /// How a bulk-group wait ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,14 +133,17 @@ impl CopyOp {
     pub(crate) fn requirement(&self) -> Requirement {
         match self {
             CopyOp::CpAsync { .. } | CopyOp::CpAsyncCommit | CopyOp::CpAsyncWait { .. } => {
-                Requirement::all(7, 0)
+                Requirement::with(Capability::CpAsync, 7, 0)
             }
-            CopyOp::BulkLoad { .. }
-            | CopyOp::TensorLoad { .. }
+            CopyOp::BulkLoad { .. } | CopyOp::BulkCommit | CopyOp::BulkWaitGroup { .. } => {
+                Requirement::with(Capability::BulkCopy, 8, 0)
+            }
+            CopyOp::TensorLoad {
+                multicast: Some(_), ..
+            } => Requirement::with(Capability::Tma, 8, 0).and(Capability::Cluster),
+            CopyOp::TensorLoad { .. }
             | CopyOp::TensorStore { .. }
-            | CopyOp::BulkCommit
-            | CopyOp::BulkWaitGroup { .. }
-            | CopyOp::PrefetchTensorMap { .. } => Requirement::all(8, 0),
+            | CopyOp::PrefetchTensorMap { .. } => Requirement::with(Capability::Tma, 8, 0),
         }
     }
 

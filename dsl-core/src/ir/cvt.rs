@@ -3,6 +3,7 @@
 //! is the element in the low half.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bf16x2Arith {
@@ -70,9 +71,10 @@ impl CvtOp {
             CvtOp::F32x2ToE4m3x2 { .. } | CvtOp::E4m3x2ToF16x2 { .. } | CvtOp::Bf16x2 { .. } => {
                 Requirement::all(7, 8)
             }
-            CvtOp::E2m1x2ToF16x2 { .. }
-            | CvtOp::F32x2ToUe8m0x2 { .. }
-            | CvtOp::Ue8m0x2ToBf16x2 { .. } => Requirement::sm100a(8, 6),
+            CvtOp::E2m1x2ToF16x2 { .. } => Requirement::with(Capability::NativeE2m1Cvt, 8, 6),
+            CvtOp::F32x2ToUe8m0x2 { .. } | CvtOp::Ue8m0x2ToBf16x2 { .. } => {
+                Requirement::with(Capability::Ue8m0Cvt, 8, 6)
+            }
         }
     }
 

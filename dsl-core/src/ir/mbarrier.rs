@@ -1,6 +1,7 @@
 //! mbarrier: the shared-memory barrier objects that asynchronous work completes on.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum MbarrierOp {
@@ -42,9 +43,10 @@ impl MbarrierOp {
     pub(crate) fn requirement(&self) -> Requirement {
         match self {
             MbarrierOp::Init { .. } | MbarrierOp::Arrive { .. } => Requirement::all(7, 8),
-            MbarrierOp::ArriveExpectTx { .. }
-            | MbarrierOp::ExpectTx { .. }
-            | MbarrierOp::ArriveCluster { .. } => Requirement::all(8, 0),
+            MbarrierOp::ArriveExpectTx { .. } | MbarrierOp::ExpectTx { .. } => {
+                Requirement::with(Capability::MbarrierTx, 8, 0)
+            }
+            MbarrierOp::ArriveCluster { .. } => Requirement::with(Capability::Cluster, 8, 0),
             MbarrierOp::WaitParity { .. } => Requirement::all(7, 8),
         }
     }

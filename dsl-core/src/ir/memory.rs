@@ -1,6 +1,7 @@
 //! Loads and stores: parameters, global, shared (CTA and cluster), and the shared-memory base.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 /// State space of an access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -132,7 +133,7 @@ impl MemOp {
             | MemOp::St {
                 space: Space::SharedCluster,
                 ..
-            } => Requirement::all(7, 8),
+            } => Requirement::with(Capability::Cluster, 7, 8),
             MemOp::ParamAddress { .. } => Requirement::all(7, 7),
             _ => Requirement::all(7, 0),
         }

@@ -23,6 +23,8 @@
 //!   cluster (`.aligned`).
 //! - Each op's meaning lives in one emitter arm (`emit::ptx`) and one interpreter arm
 //!   (`interp`); both match exhaustively, so a new op fails to compile where unhandled.
+//! - Each op's rules (operand types, shapes, immediates, the capabilities it needs) live in
+//!   [`verify`], which both back ends run first.
 
 pub mod alu;
 pub mod cluster;
@@ -32,6 +34,7 @@ pub mod mbarrier;
 pub mod memory;
 pub mod sync;
 pub mod tcgen05;
+pub mod verify;
 pub mod wgmma;
 
 use std::fmt;
@@ -47,6 +50,7 @@ pub use tcgen05::Tcgen05Op;
 pub use wgmma::WgmmaOp;
 
 use crate::Target;
+use crate::target::{Capabilities, Capability};
 
 /// The type of a virtual register. Packed data (bf16x2, f16x2, e4m3x4, ...) lives in
 /// untyped [`Ty::B32`] registers; the ops that read it say how they interpret it.
@@ -244,48 +248,47 @@ pub(crate) fn visit_operand(o: &Operand, f: &mut dyn FnMut(Reg, bool)) {
     }
 }
 
-/// Where an op exists: which targets, and from which PTX ISA version.
+/// Where an op exists: the capabilities it needs and the PTX ISA version it appears in. A
+/// target runs the op when it has every capability ([`crate::Target::capabilities`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requirement {
-    pub sm90a: bool,
-    pub sm100a: bool,
+    pub needs: Capabilities,
     /// Minimum PTX ISA version (major, minor).
     pub ptx: (u32, u32),
 }
 
 impl Requirement {
-    /// Available on every target the project has, from PTX `major.minor`.
+    /// Available on every target, from PTX `major.minor`.
     pub const fn all(major: u32, minor: u32) -> Self {
         Requirement {
-            sm90a: true,
-            sm100a: true,
+            needs: Capabilities::NONE,
             ptx: (major, minor),
         }
     }
 
-    /// Blackwell (sm_100a) only.
-    pub const fn sm100a(major: u32, minor: u32) -> Self {
+    /// Needs `cap`, from PTX `major.minor`.
+    pub const fn with(cap: Capability, major: u32, minor: u32) -> Self {
         Requirement {
-            sm90a: false,
-            sm100a: true,
+            needs: Capabilities::of(&[cap]),
             ptx: (major, minor),
         }
     }
 
-    /// Hopper (sm_90a) only.
-    pub const fn sm90a(major: u32, minor: u32) -> Self {
+    /// The same requirement, needing `cap` too.
+    pub const fn and(self, cap: Capability) -> Self {
         Requirement {
-            sm90a: true,
-            sm100a: false,
-            ptx: (major, minor),
+            needs: self.needs.with(cap),
+            ..self
         }
     }
 
-    pub fn supports(&self, target: Target) -> bool {
-        match target {
-            Target::Sm90a => self.sm90a,
-            Target::Sm100a => self.sm100a,
-        }
+    /// The capabilities it needs that `have` lacks (empty: the op exists there).
+    pub const fn missing(&self, have: Capabilities) -> Capabilities {
+        self.needs.minus(have)
+    }
+
+    pub const fn supports(&self, target: Target) -> bool {
+        self.missing(target.capabilities()).is_empty()
     }
 }
 

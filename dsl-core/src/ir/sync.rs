@@ -2,6 +2,7 @@
 //! dependent launch.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 /// A special register read with `mov.u32`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -143,15 +144,20 @@ impl SyncOp {
             SyncOp::ReadSpecial {
                 reg: SpecialReg::ClusterCtaRank | SpecialReg::ClusterNctaRank,
                 ..
-            } => Requirement::all(7, 8),
+            } => Requirement::with(Capability::Cluster, 7, 8),
             SyncOp::ReadSpecial { .. } | SyncOp::BarSync { .. } => Requirement::all(7, 0),
             SyncOp::NamedBarrier { .. } => Requirement::all(7, 0),
-            SyncOp::SetMaxNreg { .. } => Requirement::all(8, 0),
+            SyncOp::SetMaxNreg { .. } => Requirement::with(Capability::Setmaxnreg, 8, 0),
             SyncOp::Shfl { .. } | SyncOp::Ballot { .. } => Requirement::all(7, 0),
-            SyncOp::Elect { .. } => Requirement::all(8, 0),
-            SyncOp::Fence(FenceKind::AcqRelCluster) => Requirement::all(7, 8),
-            SyncOp::Fence(_) => Requirement::all(8, 0),
-            SyncOp::GridDepWait | SyncOp::GridDepLaunchDependents => Requirement::all(7, 8),
+            SyncOp::Elect { .. } => Requirement::with(Capability::ElectSync, 8, 0),
+            SyncOp::Fence(FenceKind::AcqRelCluster) => Requirement::with(Capability::Cluster, 7, 8),
+            SyncOp::Fence(FenceKind::MbarrierInit) => Requirement::with(Capability::Cluster, 8, 0),
+            SyncOp::Fence(FenceKind::ProxyAsyncSharedCta) => {
+                Requirement::with(Capability::AsyncProxy, 8, 0)
+            }
+            SyncOp::GridDepWait | SyncOp::GridDepLaunchDependents => {
+                Requirement::with(Capability::GridDepControl, 7, 8)
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! tcgen05 (sm_100a): tensor memory and the fifth-generation tensor core MMA, `cta_group::1`.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Tcgen05Op {
@@ -64,7 +65,18 @@ impl Tcgen05Op {
     }
 
     pub(crate) fn requirement(&self) -> Requirement {
-        Requirement::sm100a(8, 6)
+        let cap = match self {
+            Tcgen05Op::Alloc { .. }
+            | Tcgen05Op::RelinquishAllocPermit
+            | Tcgen05Op::Dealloc { .. }
+            | Tcgen05Op::Ld32x32b { .. }
+            | Tcgen05Op::WaitLd => Capability::Tmem,
+            Tcgen05Op::Mma { .. }
+            | Tcgen05Op::Commit { .. }
+            | Tcgen05Op::FenceBeforeThreadSync
+            | Tcgen05Op::FenceAfterThreadSync => Capability::Tcgen05,
+        };
+        Requirement::with(cap, 8, 6)
     }
 
     pub(crate) fn name(&self) -> &'static str {

@@ -1,6 +1,7 @@
 //! wgmma (sm_90a): warpgroup MMA with shared-memory operands and register accumulators.
 
 use super::{Operand, Reg, Requirement, visit_operand};
+use crate::target::Capability;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum WgmmaOp {
@@ -84,7 +85,7 @@ impl WgmmaOp {
     }
 
     pub(crate) fn requirement(&self) -> Requirement {
-        Requirement::sm90a(8, 0)
+        Requirement::with(Capability::Wgmma, 8, 0)
     }
 
     pub(crate) fn name(&self) -> &'static str {

@@ -41,7 +41,7 @@ pub enum JitError {
     #[error(
         "this kernel (`{kernel}`) was built for {target} ({family}, compute capability \
          {target_cc}); the device is {device} (compute capability {device_cc}): {advice}",
-        family = family(*.target),
+        family = .target.family(),
         target_cc = cc_string(.target.compute_capability()),
         device_cc = cc_string(*.device_cc),
         advice = retarget_advice(*.device_cc)
@@ -224,14 +224,6 @@ fn hint(error: DriverError) -> &'static str {
              `new_stream()`"
         }
         _ => "",
-    }
-}
-
-/// The architecture family a target names, for messages.
-fn family(target: Target) -> &'static str {
-    match target {
-        Target::Sm90a => "Hopper",
-        Target::Sm100a => "Blackwell",
     }
 }
 

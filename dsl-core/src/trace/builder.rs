@@ -252,21 +252,10 @@ impl Builder {
 
     /// Records `op` in the current block after checking its target and its operands.
     pub(crate) fn push(&mut self, op: Op, loc: SourceLoc) {
-        let req = op.requirement();
-        if !req.supports(self.target) {
-            let needs = match (req.sm90a, req.sm100a) {
-                (true, false) => "sm_90a (Hopper)",
-                (false, true) => "sm_100a (Blackwell)",
-                _ => "another target",
-            };
-            self.error(
-                format!(
-                    "`{}` is not available on {}: it needs {needs}",
-                    op.name(),
-                    self.target
-                ),
-                loc,
-            );
+        if let Err(message) =
+            crate::ir::verify::rules::available(op.name(), &op.requirement(), self.target)
+        {
+            self.error(message, loc);
         }
         op.visit_regs(&mut |r, is_def| {
             if is_def {

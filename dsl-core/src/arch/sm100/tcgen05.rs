@@ -11,6 +11,7 @@ use crate::arch::Accumulate;
 use crate::arch::mbarrier::Mbarrier;
 use crate::arch::memory::Smem;
 use crate::arch::operand::{DescFormat, MnBlock, SmemOperand, check_a_and_b};
+use crate::ir::verify::rules;
 use crate::ir::{Op, Operand, SourceLoc, Tcgen05Op};
 use crate::layout::{Major, UmmaAccumulator, UmmaInput, UmmaInstrDesc};
 use crate::trace::val::emit_effect;
@@ -105,10 +106,8 @@ impl TmemAddr {
 
 #[track_caller]
 fn check_ncols(ncols: u32) {
-    if !(32..=512).contains(&ncols) || !ncols.is_power_of_two() {
-        trace_error(format!(
-            "TMEM allocations are a power of two from 32 to 512 columns, got {ncols}"
-        ));
+    if let Err(e) = rules::tmem_columns(ncols) {
+        trace_error(e);
     }
 }
 
@@ -168,10 +167,8 @@ pub fn commit(mbar: Mbarrier) {
 #[track_caller]
 pub fn ld_32x32b(taddr: Val<u32>, columns: usize) -> Vec<Val<u32>> {
     let loc = SourceLoc::caller();
-    if !(columns.is_power_of_two() && columns <= 128) {
-        trace_error(format!(
-            "tcgen05.ld.32x32b loads 1, 2, 4, ... or 128 columns, not {columns}"
-        ));
+    if let Err(e) = rules::tcgen05_ld_columns(columns) {
+        trace_error(e);
     }
     let regs = with_builder(|b| {
         let dst: Vec<_> = (0..columns)

@@ -7,6 +7,7 @@
 
 use crate::arch::Accumulate;
 use crate::arch::operand::{DescFormat, MnBlock, OperandExpectation, SmemOperand, check_a_and_b};
+use crate::ir::verify::rules;
 use crate::ir::{AluOp, Op, Operand, Reg, SourceLoc, Ty, WgmmaOp};
 use crate::layout::{Major, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
 use crate::trace::val::emit_effect;
@@ -24,10 +25,8 @@ impl Accumulator {
     /// A fragment for N = `n` columns (8..=256, a multiple of 8), zero-initialised.
     #[track_caller]
     pub fn zeros(n: u32) -> Self {
-        if !(8..=256).contains(&n) || n % 8 != 0 {
-            trace_error(format!(
-                "wgmma m64nNk16 takes N from 8 to 256 in steps of 8, got {n}"
-            ));
+        if let Err(e) = rules::wgmma_n(n) {
+            trace_error(e);
         }
         let loc = SourceLoc::caller();
         let regs = with_builder(|b| {

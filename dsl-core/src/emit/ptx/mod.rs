@@ -11,17 +11,16 @@ mod sm90;
 
 use std::fmt::Write;
 
+use crate::ir::verify::{VerifyError, verify};
 use crate::ir::{Block, Inst, Kernel, Operand, ParamKind, Reg, Stmt, Ty};
 
 /// Why a kernel could not be printed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EmitError {
-    #[error("`{op}` is not available on {target} (at {loc})")]
-    Unsupported {
-        op: &'static str,
-        target: crate::Target,
-        loc: crate::ir::SourceLoc,
-    },
+    /// The kernel breaks IR rules (an op its target lacks, a shape the hardware does not
+    /// have, ...); the printer prints only verified kernels.
+    #[error(transparent)]
+    Invalid(#[from] VerifyError),
 }
 
 /// A printed PTX module with one kernel entry.
@@ -32,21 +31,9 @@ pub struct PtxModule {
     pub text: String,
 }
 
-/// Prints `kernel` as a PTX module for its target.
+/// Prints `kernel` as a PTX module for its target, after [`verify`]ing it.
 pub fn emit(kernel: &Kernel) -> Result<PtxModule, EmitError> {
-    let mut unsupported = None;
-    kernel.body.for_each_inst(&mut |inst| {
-        if unsupported.is_none() && !inst.op.requirement().supports(kernel.target) {
-            unsupported = Some(EmitError::Unsupported {
-                op: inst.op.name(),
-                target: kernel.target,
-                loc: inst.loc,
-            });
-        }
-    });
-    if let Some(e) = unsupported {
-        return Err(e);
-    }
+    verify(kernel)?;
     let mut printer = Printer::new(kernel);
     printer.module();
     Ok(PtxModule {

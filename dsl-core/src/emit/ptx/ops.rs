@@ -306,7 +306,7 @@ fn vector(n: usize) -> &'static str {
         1 => "",
         2 => ".v2",
         4 => ".v4",
-        _ => unreachable!("vector accesses of 1, 2 or 4 elements"),
+        _ => unreachable!("ir::verify admits vector accesses of 1, 2 or 4 elements only"),
     }
 }
 
