@@ -649,8 +649,9 @@ fn retarget_param_address(b: &mut Block, to: u32) -> usize {
 }
 
 #[test]
-fn a_map_operand_that_is_not_a_tensor_map_is_a_fault() {
-    // The map operand names the `out` tensor parameter (#3): its bytes are no map.
+fn a_map_operand_that_is_not_a_tensor_map_is_refused_before_it_runs() {
+    // The map operand names the `out` tensor parameter (#3): `ir::verify`, which the
+    // interpreter runs first, refuses it at the op's line.
     let mut k = tma_load_kernel::<2>("not_a_map", [64, 8]);
     assert_eq!(retarget_param_address(&mut k.body, 3), 1);
     let host = Host::new(&[64, 8], 64);
@@ -663,14 +664,13 @@ fn a_map_operand_that_is_not_a_tensor_map_is_a_fault() {
         Arg::S32(0),
         Arg::contiguous(out, &[256]),
     ];
-    let e = run(&k, &mut mem, &args, &Launch::grid([1, 1, 1])).unwrap_err();
-    expect(
-        &e,
-        FaultKind::Descriptor,
-        &[
-            "`prefetch.tensormap`",
-            "parameter #3 `out` does not hold a valid tensor map",
-            "not hold a tensor map made by TensorMapDesc",
-        ],
-    );
+    let e = run(&k, &mut mem, &args, &Launch::grid([1, 1, 1]))
+        .unwrap_err()
+        .to_string();
+    for needle in [
+        "`cvta.param`: parameter `out` is not a tensor map",
+        "`cp.async.bulk.tensor (load)`: the tensor map operand",
+    ] {
+        assert!(e.contains(needle), "`{needle}` missing from:\n{e}");
+    }
 }
