@@ -876,30 +876,15 @@ impl Compiler<'_> {
                     scale_d,
                     trans_a,
                     trans_b,
-                } => {
-                    if !(8..=256).contains(n) || n % 8 != 0 || acc.len() != (*n / 2) as usize {
-                        return Err(self.err(
-                            inst,
-                            format!(
-                                "m64n{n}k16 needs N in 8..=256 (step 8) and N/2 accumulator \
-                                 registers, got {}",
-                                acc.len()
-                            ),
-                        ));
-                    }
-                    if *trans_a > 1 || *trans_b > 1 {
-                        return Err(self.err(inst, "transpose flags are 0 or 1".into()));
-                    }
-                    Ins::WgMma(WgMmaIns {
-                        n: *n,
-                        list: self.list(acc),
-                        a: WgA::Desc(self.opnd(a_desc)),
-                        b: self.opnd(b_desc),
-                        scale: self.opnd(scale_d),
-                        ta: *trans_a,
-                        tb: *trans_b,
-                    })
-                }
+                } => Ins::WgMma(WgMmaIns {
+                    n: *n,
+                    list: self.list(acc),
+                    a: WgA::Desc(self.opnd(a_desc)),
+                    b: self.opnd(b_desc),
+                    scale: self.opnd(scale_d),
+                    ta: *trans_a,
+                    tb: *trans_b,
+                }),
                 WgmmaOp::MmaAsyncRs {
                     n,
                     acc,
@@ -907,30 +892,15 @@ impl Compiler<'_> {
                     b_desc,
                     scale_d,
                     trans_b,
-                } => {
-                    if !(8..=256).contains(n) || n % 8 != 0 || acc.len() != (*n / 2) as usize {
-                        return Err(self.err(
-                            inst,
-                            format!(
-                                "m64n{n}k16 needs N in 8..=256 (step 8) and N/2 accumulator \
-                                 registers, got {}",
-                                acc.len()
-                            ),
-                        ));
-                    }
-                    if *trans_b > 1 {
-                        return Err(self.err(inst, "transpose flags are 0 or 1".into()));
-                    }
-                    Ins::WgMma(WgMmaIns {
-                        n: *n,
-                        list: self.list(acc),
-                        a: WgA::Regs(self.list(a)),
-                        b: self.opnd(b_desc),
-                        scale: self.opnd(scale_d),
-                        ta: 0,
-                        tb: *trans_b,
-                    })
-                }
+                } => Ins::WgMma(WgMmaIns {
+                    n: *n,
+                    list: self.list(acc),
+                    a: WgA::Regs(self.list(a)),
+                    b: self.opnd(b_desc),
+                    scale: self.opnd(scale_d),
+                    ta: 0,
+                    tb: *trans_b,
+                }),
                 WgmmaOp::CommitGroup => Ins::WgCommit,
                 WgmmaOp::WaitGroup { n } => Ins::WgWait { n: *n },
             },

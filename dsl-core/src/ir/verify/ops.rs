@@ -563,27 +563,49 @@ impl Cx<'_> {
     }
 
     fn wgmma(&mut self, op: &WgmmaOp) {
-        if let WgmmaOp::MmaAsync {
-            n,
-            acc,
-            a_desc,
-            b_desc,
-            scale_d,
-            trans_a,
-            trans_b,
-        } = op
-        {
-            match rules::wgmma_n(*n) {
-                Ok(()) => self.rule(rules::wgmma_accumulator(*n, acc.len())),
-                Err(e) => self.out.push(e),
+        match op {
+            WgmmaOp::MmaAsync {
+                n,
+                acc,
+                a_desc,
+                b_desc,
+                scale_d,
+                trans_a,
+                trans_b,
+            } => {
+                self.wgmma_common(*n, acc, b_desc, scale_d);
+                self.rule(rules::wgmma_transpose(*trans_a, *trans_b));
+                self.opnd_bits(a_desc, 64, "the A descriptor");
             }
-            self.rule(rules::wgmma_transpose(*trans_a, *trans_b));
-            for r in acc {
-                self.reg_ty(*r, Ty::F32, "an accumulator register");
+            WgmmaOp::MmaAsyncRs {
+                n,
+                acc,
+                a,
+                b_desc,
+                scale_d,
+                trans_b,
+            } => {
+                self.wgmma_common(*n, acc, b_desc, scale_d);
+                // A from registers is always K-major: only B has a transpose flag.
+                self.rule(rules::wgmma_transpose(0, *trans_b));
+                for r in a {
+                    self.reg_bits(*r, 32, "an A fragment register");
+                }
             }
-            self.opnd_bits(a_desc, 64, "the A descriptor");
-            self.opnd_bits(b_desc, 64, "the B descriptor");
-            self.opnd_pred(scale_d, "scale-d");
+            WgmmaOp::Fence | WgmmaOp::CommitGroup | WgmmaOp::WaitGroup { .. } => {}
         }
+    }
+
+    /// What the SS and RS forms share: N, the accumulator, B and scale-d.
+    fn wgmma_common(&mut self, n: u32, acc: &[Reg], b_desc: &Operand, scale_d: &Operand) {
+        match rules::wgmma_n(n) {
+            Ok(()) => self.rule(rules::wgmma_accumulator(n, acc.len())),
+            Err(e) => self.out.push(e),
+        }
+        for r in acc {
+            self.reg_ty(*r, Ty::F32, "an accumulator register");
+        }
+        self.opnd_bits(b_desc, 64, "the B descriptor");
+        self.opnd_pred(scale_d, "scale-d");
     }
 }

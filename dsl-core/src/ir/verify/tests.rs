@@ -144,6 +144,49 @@ fn wgmma_shapes_accumulators_and_flags() {
     );
 }
 
+/// The RS form (A from registers) has the SS form's N and accumulator rules, a B-only
+/// transpose flag, and four 32-bit A registers.
+#[test]
+fn wgmma_with_a_from_registers() {
+    let rs = |b: &mut Build, n: u32, acc_regs: usize, a_ty: Ty, trans_b: u8| {
+        let acc: Vec<_> = (0..acc_regs).map(|_| b.def(Ty::F32)).collect();
+        let a = [(); 4].map(|_| b.def(a_ty));
+        let d = b.def(Ty::U64);
+        b.op(Op::Wgmma(WgmmaOp::MmaAsyncRs {
+            n,
+            acc,
+            a,
+            b_desc: Operand::Reg(d),
+            scale_d: Operand::Imm(1),
+            trans_b,
+        }))
+    };
+    let mut b = Build::new(Target::Sm90a);
+    rs(&mut b, 64, 32, Ty::B32, 1);
+    assert_eq!(b.violations(), vec![]);
+
+    let mut b = Build::new(Target::Sm90a);
+    let line = rs(&mut b, 12, 6, Ty::B32, 0);
+    assert_eq!(
+        b.one(line),
+        "wgmma m64nNk16 takes N from 8 to 256 in steps of 8, got 12"
+    );
+
+    let mut b = Build::new(Target::Sm90a);
+    let line = rs(&mut b, 8, 4, Ty::B32, 2);
+    assert_eq!(
+        b.one(line),
+        "transpose flags are 0 (K-major) or 1 (MN-major), got trans-a 0 and trans-b 2"
+    );
+
+    let mut b = Build::new(Target::Sm90a);
+    rs(&mut b, 8, 4, Ty::U64, 0);
+    assert_eq!(
+        b.violations()[0].message,
+        "an A fragment register is register #4 of type u64; it must be a 32-bit register"
+    );
+}
+
 #[test]
 fn tensor_memory_columns_and_load_widths() {
     let mut b = Build::new(Target::Sm100a);
