@@ -253,18 +253,7 @@ impl Machine<'_> {
             .smem
             .write(addr, bytes)
             .map_err(|e| self.smem_fault(cl, w, lane, c, addr, len, "copy write", e))?;
-        let t = self.cluster_thread(w, lane);
-        if let Some((ch, msg)) = self.in_flight_reader(cl, t, c, off, len) {
-            return Err(fault(
-                self.prog,
-                &self.cfg,
-                w,
-                FaultKind::AsyncProxyRace,
-                Some(lane),
-                Some(SMEM_BASE as u64 + ch as u64 * 16),
-                msg,
-            ));
-        }
+        self.require_no_in_flight_reader(cl, w, lane, c, off, len)?;
         let cta = &mut cl.ctas[c];
         if let Some(p) = cta.proxy.as_mut() {
             p.writer[off..off + len].fill(0);

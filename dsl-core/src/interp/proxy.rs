@@ -224,8 +224,24 @@ impl Machine<'_> {
             proxy.writer[b] = t as u32 + 1;
             proxy.epoch[b] = epoch;
         }
-        if let Some((ch, msg)) = self.in_flight_reader(cl, t, c, off, len) {
-            return Err(fault(
+        self.require_no_in_flight_reader(cl, w, lane, c, off, len)
+    }
+
+    /// Faults when an MMA still in flight may read bytes `[off, off + len)` of CTA `c` that
+    /// `lane` of `w` is about to overwrite.
+    pub(crate) fn require_no_in_flight_reader(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        c: usize,
+        off: usize,
+        len: usize,
+    ) -> Result<(), InterpError> {
+        let t = self.cluster_thread(w, lane);
+        match self.in_flight_reader(cl, t, c, off, len) {
+            None => Ok(()),
+            Some((ch, msg)) => Err(fault(
                 self.prog,
                 &self.cfg,
                 w,
@@ -233,15 +249,14 @@ impl Machine<'_> {
                 Some(lane),
                 Some(SMEM_BASE as u64 + ch as u64 * 16),
                 msg,
-            ));
+            )),
         }
-        Ok(())
     }
 
     /// The first 16-byte chunk of `[off, off + len)` of CTA `c` that an in-flight MMA may
     /// still read when cluster thread `t` overwrites it, with the report: the MMA may still
     /// read the chunk unless `t` waited for the phase its commit arrived on.
-    pub(crate) fn in_flight_reader(
+    fn in_flight_reader(
         &self,
         cl: &Cluster,
         t: usize,
