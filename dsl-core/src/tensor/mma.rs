@@ -16,12 +16,12 @@ use super::engine::{Engine, Regs, Shared, Tmem};
 use super::view::Tensor;
 use crate::arch::Accumulate;
 use crate::arch::operand::{DescFormat, SmemOperand};
-use crate::arch::sm90::wgmma::{Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};
+use crate::arch::sm90::wgmma::{self, Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};
 use crate::arch::sm100::tcgen05::{self, TmemAddr};
-use crate::ir::{AluOp, Op, Operand, SourceLoc, Ty};
+use crate::ir::{SourceLoc, Ty};
 use crate::layout::fragment;
 use crate::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Major};
-use crate::trace::{Bf16x2, Val, trace_error, with_builder};
+use crate::trace::{Bf16x2, Val, trace_error};
 
 /// A (thread, value) layout from per-leaf (row, col) steps, into the column-major index
 /// `row + rows * col` of a `rows`-row tile (the flat index a rank-2 tensor's layout takes).
@@ -253,22 +253,7 @@ impl WgmmaThread {
     pub fn partition_fragment_c(&self) -> Tensor<f32, Regs> {
         let t = &self.tiled;
         let count = i64::from(t.n / 2) * t.m_reps() * t.n_reps();
-        let loc = SourceLoc::caller();
-        let regs = with_builder(|b| {
-            (0..count)
-                .map(|_| {
-                    let r = b.new_reg(Ty::F32);
-                    b.push(
-                        Op::Alu(AluOp::Mov {
-                            dst: r,
-                            src: Operand::Imm(0),
-                        }),
-                        loc,
-                    );
-                    r
-                })
-                .collect()
-        });
+        let regs = wgmma::zeroed_f32_registers(count as usize, SourceLoc::caller());
         let shape = t.tv_c().mode(1).expect("value mode").shape().clone();
         Tensor::registers(regs, Ty::F32, Layout::col_major(shape))
     }

@@ -28,22 +28,7 @@ impl Accumulator {
         if let Err(e) = rules::wgmma_n(n) {
             trace_error(e);
         }
-        let loc = SourceLoc::caller();
-        let regs = with_builder(|b| {
-            (0..n / 2)
-                .map(|_| {
-                    let r = b.new_reg(Ty::F32);
-                    b.push(
-                        Op::Alu(AluOp::Mov {
-                            dst: r,
-                            src: Operand::Imm(0),
-                        }),
-                        loc,
-                    );
-                    r
-                })
-                .collect()
-        });
+        let regs = zeroed_f32_registers((n / 2) as usize, SourceLoc::caller());
         Accumulator { n, regs }
     }
 
@@ -103,6 +88,25 @@ impl Carry for Accumulator {
     fn static_diff(&self, other: &Self) -> Option<String> {
         (self.n != other.n).then(|| format!("N {} became {}", self.n, other.n))
     }
+}
+
+/// `count` new f32 registers, each set to 0 at `loc`: a fresh accumulator fragment.
+pub(crate) fn zeroed_f32_registers(count: usize, loc: SourceLoc) -> Vec<Reg> {
+    with_builder(|b| {
+        (0..count)
+            .map(|_| {
+                let r = b.new_reg(Ty::F32);
+                b.push(
+                    Op::Alu(AluOp::Mov {
+                        dst: r,
+                        src: Operand::Imm(0),
+                    }),
+                    loc,
+                );
+                r
+            })
+            .collect()
+    })
 }
 
 /// `wgmma.fence`: before the first MMA that touches accumulator registers written by
