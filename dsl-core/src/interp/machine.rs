@@ -14,7 +14,7 @@ use super::error::{BlockedWarp, CtaId, Deadlock, Fault, FaultKind, InterpError, 
 use super::mbarrier::Mbar;
 use super::memory::{Memory, Smem, Tmem};
 use super::proxy::{Landed, Proxy};
-use super::roles::{self, Budget};
+use super::roles::Budget;
 use super::{Launch, MAX_SMEM_BYTES, Options, RunStats};
 use crate::ir::{ShflMode, SpecialReg};
 
@@ -270,7 +270,7 @@ pub(crate) fn run(
         snap_stages,
         cfg,
         opts,
-        entry_regs: roles::entry_regs(&prog.kernel),
+        entry_regs: prog.kernel.launch.entry_registers(),
         lane_insts: 0,
         warp_insts: 0,
         cluster_start: 0,

@@ -6,10 +6,7 @@
 
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Flow, Machine, Warp, fault};
-use crate::ir::Kernel;
-
-/// Registers of a CTA's pool (the SM's register file).
-pub(crate) const REG_POOL: u32 = 64 * 1024;
+use crate::ir::REGISTER_FILE;
 
 /// A warpgroup's budget and its rendezvous at `setmaxnreg`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,18 +17,6 @@ pub(crate) struct Budget {
     pub(crate) arrived: u8,
     pub(crate) pc: u32,
     pub(crate) generation: u64,
-}
-
-/// The register count per thread at kernel entry, when the kernel fixes it: `.maxnreg`, or
-/// what ptxas pins for `.reqntid` with `.minnctapersm` (the register file split between
-/// the CTAs, rounded down to 8, at most 255).
-pub(crate) fn entry_regs(k: &Kernel) -> Option<u32> {
-    let threads = k.threads_per_cta().max(1);
-    k.launch.max_regs.or_else(|| {
-        k.launch
-            .min_ctas_per_sm
-            .map(|m| (REG_POOL / (threads * m.max(1)) / 8 * 8).min(255))
-    })
 }
 
 impl Machine<'_> {
@@ -118,7 +103,7 @@ impl Machine<'_> {
         }
         let held = cta.budgets.iter().map(|b| b.regs * 128).sum::<u32>();
         let need = held - b.regs * 128 + regs * 128;
-        if need > REG_POOL {
+        if need > REGISTER_FILE {
             // Waits for other warpgroups to give registers back.
             return Ok(Flow::Block);
         }
@@ -155,10 +140,10 @@ impl Machine<'_> {
         let total = cta.budgets.iter().map(|b| b.regs * 128).sum::<u32>();
         format!(
             "{} more registers for warpgroup {g} to grow from {} to {regs} per thread: the CTA's \
-             pool of {REG_POOL} has {} free (per thread: {})",
+             pool of {REGISTER_FILE} has {} free (per thread: {})",
             (regs - b.regs) * 128,
             b.regs,
-            REG_POOL - total.min(REG_POOL),
+            REGISTER_FILE - total.min(REGISTER_FILE),
             held.join(", ")
         )
     }

@@ -463,6 +463,23 @@ pub struct LaunchBounds {
     pub cluster: Option<[u32; 3]>,
 }
 
+/// Registers of an SM's register file (Hopper and Blackwell).
+pub const REGISTER_FILE: u32 = 64 * 1024;
+
+impl LaunchBounds {
+    /// The register count per thread at kernel entry, when the kernel fixes it: `.maxnreg`,
+    /// or what ptxas pins for `.reqntid` with `.minnctapersm` (the register file split
+    /// between the CTAs, rounded down to 8, at most 255). `setmaxnreg` moves warpgroups
+    /// away from it and is ignored by ptxas without it.
+    pub fn entry_registers(&self) -> Option<u32> {
+        let threads = self.threads.iter().product::<u32>().max(1);
+        self.max_regs.or_else(|| {
+            self.min_ctas_per_sm
+                .map(|m| (REGISTER_FILE / (threads * m.max(1)) / 8 * 8).min(255))
+        })
+    }
+}
+
 /// One named buffer of the dynamic shared memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SmemBuffer {

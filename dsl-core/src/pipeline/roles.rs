@@ -2,18 +2,15 @@
 //!
 //! A warp-specialised kernel splits its warps into roles by warpgroup (4 consecutive warps,
 //! the unit of `wgmma` and of `setmaxnreg`) or by warp (a TMA producer warp, a tcgen05 MMA
-//! warp). Roles that hold little state give registers to roles with large accumulators:
-//! [`Warpgroup::shrink_registers`] / [`Warpgroup::grow_registers`] (`setmaxnreg`). The
-//! register counts must add up: `sum(warpgroup threads x its count) <= 65536` per CTA
-//! resident on the SM, which [`RegisterPlan`] checks at trace time.
+//! warp). Roles that hold little state give registers to roles with large accumulators
+//! ([`RegisterPlan::enter`], `setmaxnreg`). The register counts must add up:
+//! `sum(warpgroup threads x its count) <= 65536` per CTA resident on the SM, which
+//! [`RegisterPlan`] checks at trace time.
 
 use crate::arch::sync::set_max_nreg;
-use crate::arch::thread::{elect_one, warp_id};
-use crate::ir::SourceLoc;
-use crate::trace::{Pred, Val, trace_error_at, with_builder};
-
-/// Registers per SM on Hopper and Blackwell.
-const REGISTER_FILE: u32 = 65536;
+use crate::arch::thread::warp_id;
+use crate::ir::{REGISTER_FILE, SourceLoc};
+use crate::trace::{Val, trace_error_at, with_builder};
 
 /// The warpgroup this thread belongs to (warp / 4), uniform across the warp.
 #[track_caller]
@@ -27,14 +24,8 @@ pub fn warp_in_warpgroup() -> Val<u32> {
     warp_id() & 3u32
 }
 
-/// One thread of the warp (`elect.sync`), for issuing copies and MMAs that one thread
-/// issues on behalf of the role.
-#[track_caller]
-pub fn elect_one_thread() -> Pred {
-    elect_one()
-}
-
-/// The register budget of each warpgroup role, checked against the register file.
+/// The register budget of each warpgroup role, checked against the register file for the
+/// kernel's launch bounds (`threads`, `min_ctas_per_sm`), which must be set before it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterPlan {
     /// Per warpgroup (in warpgroup order): registers per thread after its `setmaxnreg`.
@@ -43,11 +34,17 @@ pub struct RegisterPlan {
 
 impl RegisterPlan {
     /// Budgets for each warpgroup of the CTA, in order. The CTA must have exactly
-    /// `per_warpgroup.len()` warpgroups, and `ctas_per_sm` CTAs must fit the register file.
+    /// `per_warpgroup.len()` warpgroups, and its `min_ctas_per_sm` CTAs (1 when unset) must
+    /// fit the register file.
     #[track_caller]
-    pub fn new(per_warpgroup: &[u32], ctas_per_sm: u32) -> Self {
+    pub fn new(per_warpgroup: &[u32]) -> Self {
         let loc = SourceLoc::caller();
-        let threads = with_builder(|b| b.launch.threads.iter().product::<u32>());
+        let (threads, ctas_per_sm) = with_builder(|b| {
+            (
+                b.launch.threads.iter().product::<u32>(),
+                b.launch.min_ctas_per_sm.unwrap_or(1),
+            )
+        });
         if threads != 128 * per_warpgroup.len() as u32 {
             trace_error_at(
                 format!(
@@ -78,21 +75,60 @@ impl RegisterPlan {
         self.per_warpgroup[index]
     }
 
-    /// The entry budget every warp starts with: what ptxas allocates when the kernel fixes
-    /// `.minnctapersm` and its block size (65536 / threads / CTAs, down to a multiple of 8).
-    pub fn entry_registers(&self, ctas_per_sm: u32) -> u32 {
-        let threads = 128 * self.per_warpgroup.len() as u32;
-        (REGISTER_FILE / threads / ctas_per_sm.max(1) / 8 * 8).min(255)
+    /// Moves the calling warpgroup (`index`, a trace-time role) from the kernel's entry
+    /// budget to its own: a `setmaxnreg.dec` when it is below the entry budget, `.inc` when
+    /// above. Without a fixed entry count `setmaxnreg` reports why at the caller.
+    #[track_caller]
+    pub fn enter(&self, index: usize) {
+        let target = self.per_warpgroup[index];
+        match with_builder(|b| b.launch.entry_registers()) {
+            Some(entry) if entry == target => {}
+            Some(entry) => set_max_nreg(target, target > entry),
+            None => set_max_nreg(target, true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RegisterPlan;
+    use crate::Target;
+    use crate::ir::{Op, SyncOp};
+    use crate::trace::{min_ctas_per_sm, threads, trace_kernel};
+
+    /// 384 threads alone on the SM enter at 168 registers: the producer shrinks, the
+    /// consumers grow.
+    #[test]
+    fn enter_moves_each_role_from_the_entry_budget() {
+        let k = trace_kernel("plan", Target::Sm90a, || {
+            threads(384, 1, 1);
+            min_ctas_per_sm(1);
+            let plan = RegisterPlan::new(&[40, 232, 232]);
+            plan.enter(0);
+            plan.enter(1);
+        })
+        .unwrap();
+        assert_eq!(k.launch.entry_registers(), Some(168));
+        let mut seen = Vec::new();
+        k.body.for_each_inst(&mut |i| {
+            if let Op::Sync(SyncOp::SetMaxNreg { regs, increase }) = i.op {
+                seen.push((regs, increase));
+            }
+        });
+        assert_eq!(seen, [(40, false), (232, true)]);
     }
 
-    /// Moves the calling warpgroup (`index`, a trace-time role) to its budget: a
-    /// `setmaxnreg.dec` when it is below the entry budget, `.inc` when above.
-    #[track_caller]
-    pub fn enter(&self, index: usize, ctas_per_sm: u32) {
-        let target = self.per_warpgroup[index];
-        let entry = self.entry_registers(ctas_per_sm);
-        if target != entry {
-            set_max_nreg(target, target > entry);
-        }
+    #[test]
+    fn a_plan_beyond_the_register_file_is_a_trace_error() {
+        let e = trace_kernel("plan", Target::Sm90a, || {
+            threads(384, 1, 1);
+            min_ctas_per_sm(2);
+            RegisterPlan::new(&[40, 232, 232]);
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.diagnostics[0].message,
+            "register plan [40, 232, 232] x 2 CTA(s) per SM needs 129024 registers; the SM has 65536"
+        );
     }
 }

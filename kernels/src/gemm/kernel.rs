@@ -135,16 +135,14 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
         Target::Sm90a => {
             sync_threads();
             let wg = warpgroup_index();
-            let plan = RegisterPlan::new(
-                &[PRODUCER_REGISTERS, CONSUMER_REGISTERS, CONSUMER_REGISTERS],
-                1,
-            );
+            let plan =
+                RegisterPlan::new(&[PRODUCER_REGISTERS, CONSUMER_REGISTERS, CONSUMER_REGISTERS]);
             if wg == 0 {
-                plan.enter(0, 1);
+                plan.enter(0);
                 stage("producer: TMA loads");
                 produce(&g);
             } else {
-                plan.enter(1, 1);
+                plan.enter(1);
                 stage("consumers: wgmma and epilogue");
                 consume_wgmma(&g, wg - 1);
             }

@@ -134,7 +134,7 @@ pub fn setmaxnreg(regs: u32) -> Result<(), String> {
 
 /// `setmaxnreg` needs a register count ptxas knows at kernel entry.
 pub fn setmaxnreg_entry(launch: &LaunchBounds) -> Result<(), String> {
-    if launch.max_regs.is_some() || launch.min_ctas_per_sm.is_some() {
+    if launch.entry_registers().is_some() {
         Ok(())
     } else {
         Err(
