@@ -21,8 +21,9 @@ fn run(gemm: &GemmGpu, dev: &jit::Device, shape: GemmShape, a: &[bf16], b: &[bf1
         let (ap, _ga) = ad.device_ptr(stream);
         let (bp, _gb) = bd.device_ptr(stream);
         let (cp, _gc) = cd.device_ptr(stream);
+        let call = gemm.bind(shape, ap, bp, cp).unwrap();
         // SAFETY: the buffers hold the shape's matrices and outlive the copy back.
-        unsafe { gemm.launch(stream, shape, ap, bp, cp) }.unwrap();
+        unsafe { gemm.launch(stream, &call) }.unwrap();
     }
     stream
         .clone_dtoh(&cd)

@@ -110,47 +110,42 @@ impl GemmShape {
         };
         Ok((map(a, self.m, t.tile_m)?, map(b, self.n, t.tile_n)?))
     }
+}
 
-    fn check_buffer(
-        &self,
-        what: &'static str,
-        rows: u32,
-        cols: u32,
-        got: usize,
-    ) -> Result<(), GemmError> {
-        let want = rows as usize * cols as usize;
-        if got != want {
-            return Err(GemmError::Buffer {
-                what,
-                rows,
-                cols,
-                got,
-                want,
-            });
-        }
-        Ok(())
+/// That a host buffer holds a `rows x cols` matrix.
+fn check_buffer(what: &'static str, rows: u32, cols: u32, got: usize) -> Result<(), GemmError> {
+    let want = rows as usize * cols as usize;
+    if got != want {
+        return Err(GemmError::Buffer {
+            what,
+            rows,
+            cols,
+            got,
+            want,
+        });
     }
+    Ok(())
 }
 
 /// The f64 sum of products in K order, rounded once to f32 and then to bf16: what the
 /// kernel computes whenever every partial sum is exact in f32 (the test operands are
 /// chosen so), and a tight reference otherwise.
 pub fn reference(shape: GemmShape, a: &[bf16], b: &[bf16]) -> Vec<bf16> {
-    let (m, n, k) = (shape.m as usize, shape.n as usize, shape.k as usize);
-    let mut c = vec![bf16::ZERO; m * n];
-    for i in 0..m {
-        let row = &a[i * k..][..k];
-        for j in 0..n {
-            let col = &b[j * k..][..k];
-            let dot: f64 = row
-                .iter()
-                .zip(col)
-                .map(|(x, y)| x.to_f64() * y.to_f64())
-                .sum();
-            c[i * n + j] = bf16::from_f32(dot as f32);
-        }
-    }
-    c
+    let (m, n) = (shape.m as usize, shape.n as usize);
+    (0..m * n)
+        .map(|e| reference_element(shape, a, b, e / n, e % n))
+        .collect()
+}
+
+/// Element `(i, j)` of [`reference`], for checking samples of a large product.
+pub fn reference_element(shape: GemmShape, a: &[bf16], b: &[bf16], i: usize, j: usize) -> bf16 {
+    let k = shape.k as usize;
+    let dot: f64 = a[i * k..][..k]
+        .iter()
+        .zip(&b[j * k..][..k])
+        .map(|(x, y)| x.to_f64() * y.to_f64())
+        .sum();
+    bf16::from_f32(dot as f32)
 }
 
 /// Runs the kernel for `target` on the CPU interpreter over `ctas` persistent CTAs.
@@ -161,8 +156,8 @@ pub fn run_interpreter(
     b: &[bf16],
     ctas: u32,
 ) -> Result<Vec<bf16>, GemmError> {
-    shape.check_buffer("A", shape.m, shape.k, a.len())?;
-    shape.check_buffer("B", shape.n, shape.k, b.len())?;
+    check_buffer("A", shape.m, shape.k, a.len())?;
+    check_buffer("B", shape.n, shape.k, b.len())?;
     let kernel = gemm_bf16_tn(target)?;
     let mut mem = Memory::new();
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
@@ -183,6 +178,13 @@ pub fn run_interpreter(
         .into_iter()
         .map(bf16::from_bits)
         .collect())
+}
+
+/// A GEMM bound to its buffers ([`GemmGpu::bind`]): the kernel's arguments and grid.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmCall {
+    args: [KernelArg; 4],
+    grid: u32,
 }
 
 /// The kernel loaded on a GPU.
@@ -211,36 +213,40 @@ impl GemmGpu {
         self.target
     }
 
-    /// Enqueues `C = A . B^T` on `stream` for device buffers at `a`, `b` and `c` holding
-    /// `M x K`, `N x K` and `M x N` bf16 values.
+    /// `C = A . B^T` bound to device buffers at `a`, `b` and `c` holding `M x K`, `N x K`
+    /// and `M x N` bf16 values: the tensor maps are encoded here, once, so that
+    /// [`GemmGpu::launch`] makes no driver call but the launch.
+    pub fn bind(&self, shape: GemmShape, a: u64, b: u64, c: u64) -> Result<GemmCall, GemmError> {
+        let (amap, bmap) = shape.tensor_maps(self.target, a, b)?;
+        Ok(GemmCall {
+            args: [
+                KernelArg::TensorMap(jit::encode_tensor_map(&amap)?),
+                KernelArg::TensorMap(jit::encode_tensor_map(&bmap)?),
+                KernelArg::Tensor(TensorArg::contiguous::<bf16, 2>(
+                    c,
+                    [shape.m as i64, shape.n as i64],
+                )),
+                KernelArg::U32(shape.k),
+            ],
+            grid: shape.grid(self.target, self.device.info().sm_count),
+        })
+    }
+
+    /// Enqueues `call` on `stream`.
     ///
     /// # Safety
-    /// The three addresses must be live device allocations of at least those sizes until
-    /// the kernel has completed, and `c` must not overlap `a` or `b`.
+    /// The buffers `call` was bound to must be live device allocations of at least their
+    /// sizes until the kernel has completed, and `c` must not overlap `a` or `b`.
     pub unsafe fn launch(
         &self,
         stream: &Arc<cudarc::driver::CudaStream>,
-        shape: GemmShape,
-        a: u64,
-        b: u64,
-        c: u64,
+        call: &GemmCall,
     ) -> Result<(), GemmError> {
-        let (amap, bmap) = shape.tensor_maps(self.target, a, b)?;
-        let args = [
-            KernelArg::TensorMap(jit::encode_tensor_map(&amap)?),
-            KernelArg::TensorMap(jit::encode_tensor_map(&bmap)?),
-            KernelArg::Tensor(TensorArg::contiguous::<bf16, 2>(
-                c,
-                [shape.m as i64, shape.n as i64],
-            )),
-            KernelArg::U32(shape.k),
-        ];
-        let grid = shape.grid(self.target, self.device.info().sm_count);
         // SAFETY: the caller guarantees the buffers; the arguments match the parameters
         // (checked by the launch).
         unsafe {
             self.kernel
-                .launch(stream, jit::Launch::new([grid, 1, 1]), &args)
+                .launch(stream, jit::Launch::new([call.grid, 1, 1]), &call.args)
         }?;
         Ok(())
     }
