@@ -12,6 +12,7 @@ use crate::trace::{Pred, Val};
 pub struct TileScheduler {
     tiles_m: Val<u32>,
     tiles_n: Val<u32>,
+    total: Val<u32>,
     group_m: u32,
 }
 
@@ -31,12 +32,14 @@ impl TileScheduler {
         TileScheduler {
             tiles_m,
             tiles_n,
+            total: tiles_m * tiles_n,
             group_m: group_m.max(1),
         }
     }
 
+    /// Tiles in all, computed once where the scheduler is made (not in every loop test).
     pub fn total(&self) -> Val<u32> {
-        self.tiles_m * self.tiles_n
+        self.total
     }
 
     /// This CTA's first tile index.
@@ -54,7 +57,7 @@ impl TileScheduler {
     /// Whether `t` is a tile (the loop condition).
     #[track_caller]
     pub fn is_valid(&self, t: Val<u32>) -> Pred {
-        t.lt(self.total())
+        t.lt(self.total)
     }
 
     /// Tile index `t` as (row, column) of tiles.

@@ -22,7 +22,7 @@ use dsl_core::Target;
 use dsl_core::arch::Accumulate;
 use dsl_core::arch::cvt::f32x2_to_bf16x2;
 use dsl_core::arch::mbarrier::Mbarrier;
-use dsl_core::arch::memory::{Gmem, Smem, load, store, store_if};
+use dsl_core::arch::memory::{Gmem, Smem, load, store_with};
 use dsl_core::arch::operand::{DescFormat, SmemOperand};
 use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
@@ -34,8 +34,8 @@ use dsl_core::pipeline::roles::{RegisterPlan, warp_in_warpgroup, warpgroup_index
 use dsl_core::pipeline::scheduler::{Tile, TileScheduler};
 use dsl_core::pipeline::{PipelineState, TmaPipeline};
 use dsl_core::trace::{
-    Pred, SmemTile, Tensor, Val, current_target, dyn_range, min_ctas_per_sm, smem_alloc, smem_tile,
-    stage, threads,
+    IntoVal, Pred, SmemTile, Tensor, Val, current_target, dyn_range, min_ctas_per_sm, smem_alloc,
+    smem_tile, stage, threads,
 };
 use dsl_macros::{device, kernel};
 use half::bf16;
@@ -61,6 +61,10 @@ struct Gemm {
     pipe: TmaPipeline,
     sched: TileScheduler,
     k_tiles: Val<u32>,
+    /// C's rows, columns and row stride (elements).
+    m: Val<u32>,
+    n: Val<u32>,
+    ldc: Val<u32>,
 }
 
 /// `C = A . B^T`: `a` maps A `[M, K]` (dims `[K, M]`, box `[64, 128]`), `b` maps B
@@ -74,26 +78,8 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
     min_ctas_per_sm(1);
     let a = a.with_box([TILE_K, tiling.tile_m]);
     let b = b.with_box([TILE_K, tiling.tile_n]);
-    let a_ring = smem_tile(
-        "a",
-        canonical::k_major(
-            Swizzle::B128,
-            (tiling.tile_m * tiling.stages) as i64,
-            TILE_K as i64,
-            2,
-        )
-        .unwrap(),
-    );
-    let b_ring = smem_tile(
-        "b",
-        canonical::k_major(
-            Swizzle::B128,
-            (tiling.tile_n * tiling.stages) as i64,
-            TILE_K as i64,
-            2,
-        )
-        .unwrap(),
-    );
+    let a_ring = ring("a", tiling.tile_m, tiling.stages);
+    let b_ring = ring("b", tiling.tile_n, tiling.stages);
     let pipe = match target {
         // Every consumer warp releases a stage once its wgmma have read it.
         Target::Sm90a => TmaPipeline::new(
@@ -122,6 +108,9 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
         pipe,
         sched,
         k_tiles,
+        m,
+        n,
+        ldc: c.stride(0).cast::<u32>(),
     };
 
     stage("setup: barriers");
@@ -180,6 +169,14 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
             }
         }
     }
+}
+
+/// A ring of `stages` `[rows, 64]` bf16 tiles, K-major and 128-byte swizzled (the layout
+/// the TMA boxes land in and the MMAs read), one stage after the other.
+fn ring(name: &str, rows: u32, stages: u32) -> SmemTile {
+    let layout = canonical::k_major(Swizzle::B128, (rows * stages) as i64, TILE_K as i64, 2)
+        .expect("a [rows, 64] bf16 K-major tile is canonical");
+    smem_tile(name, layout)
 }
 
 /// Whether K-step `ks` of K-block `kt` adds into the accumulator: all but the tile's very
@@ -267,59 +264,64 @@ fn consume_wgmma(g: &Gemm, group: Val<u32>) {
             }
             st = st.advance();
         }
-        store_wgmma_tile(&acc, &g.c, tile, group, tiling);
+        store_wgmma_tile(g, &acc, tile, group);
         t = sched.next(t);
     }
 }
 
 /// Writes a consumer's 64 x 256 accumulator as bf16. Thread (warp w, lane l) holds rows
 /// `16 w + l / 4` and `+ 8`, columns `8 j + 2 (l % 4)` and `+ 1` for j in 0..32: each
-/// register pair is one 4-byte store, its column offset folded into the address.
+/// register pair is one 4-byte store, its column offset folded into the address. Only a
+/// tile on C's edge checks bounds.
 #[device]
-fn store_wgmma_tile(
-    acc: &wgmma::Accumulator,
-    c: &Tensor<bf16, 2>,
-    tile: Tile,
-    group: Val<u32>,
-    tiling: Tiling,
-) {
+fn store_wgmma_tile(g: &Gemm, acc: &wgmma::Accumulator, tile: Tile, group: Val<u32>) {
+    let tiling = g.tiling;
     let lane = lane_id();
     let row = tile.m * tiling.tile_m + group * 64 + (warp_id() & 3u32) * 16 + lane / 4;
     let col = tile.n * tiling.tile_n + (lane % 4) * 2;
-    let m = c.extent(0).cast::<u32>();
-    let n = c.extent(1).cast::<u32>();
-    let ldc = c.stride(0).cast::<u32>();
-    let top = c.base() + (row.mul_wide(ldc) + col.mul_wide(1)) * 2u64;
-    let bottom = top + (ldc.mul_wide(8) * 2u64);
-    let whole = ((tile.m + 1) * tiling.tile_m).le(m) & ((tile.n + 1) * tiling.tile_n).le(n);
+    let top = g.c.base() + (row.mul_wide(g.ldc) + col.mul_wide(1)) * 2u64;
+    let bottom = top + (g.ldc.mul_wide(8) * 2u64);
+    let whole = ((tile.m + 1) * tiling.tile_m).le(g.m) & ((tile.n + 1) * tiling.tile_n).le(g.n);
     if whole {
-        for j in 0..(tiling.tile_n / 8) as usize {
-            store(
-                top + 16 * j as i64,
-                f32x2_to_bf16x2(acc.get(4 * j), acc.get(4 * j + 1)).bitcast::<u32>(),
-            );
-            store(
-                bottom + 16 * j as i64,
-                f32x2_to_bf16x2(acc.get(4 * j + 2), acc.get(4 * j + 3)).bitcast::<u32>(),
-            );
-        }
+        store_accumulator_rows(acc, top, bottom, tiling.tile_n, |_| None);
     } else {
-        let top_in = row.lt(m);
-        let bottom_in = (row + 8).lt(m);
-        for j in 0..(tiling.tile_n / 8) as usize {
-            let col_in = (col + 8 * j as u32).lt(n);
-            store_if(
-                top + 16 * j as i64,
-                f32x2_to_bf16x2(acc.get(4 * j), acc.get(4 * j + 1)).bitcast::<u32>(),
-                top_in & col_in,
-            );
-            store_if(
-                bottom + 16 * j as i64,
-                f32x2_to_bf16x2(acc.get(4 * j + 2), acc.get(4 * j + 3)).bitcast::<u32>(),
-                bottom_in & col_in,
-            );
-        }
+        let top_in = row.lt(g.m);
+        let bottom_in = (row + 8).lt(g.m);
+        store_accumulator_rows(acc, top, bottom, tiling.tile_n, |j| {
+            let col_in = (col + 8 * j).lt(g.n);
+            Some((top_in & col_in, bottom_in & col_in))
+        });
     }
+}
+
+/// The stores of [`store_wgmma_tile`]: pair j of the top and bottom rows, where
+/// `guard(j)` holds (everywhere when it is `None`).
+fn store_accumulator_rows(
+    acc: &wgmma::Accumulator,
+    top: Gmem,
+    bottom: Gmem,
+    tile_n: u32,
+    guard: impl Fn(u32) -> Option<(Pred, Pred)>,
+) {
+    for j in 0..tile_n / 8 {
+        let guards = guard(j);
+        let i = 4 * j as usize;
+        let at = 16 * j as i64;
+        store_pair(top + at, acc.get(i), acc.get(i + 1), guards.map(|g| g.0));
+        store_pair(
+            bottom + at,
+            acc.get(i + 2),
+            acc.get(i + 3),
+            guards.map(|g| g.1),
+        );
+    }
+}
+
+/// Two f32 values as one bf16 pair of C, stored where `guard` holds.
+#[track_caller]
+fn store_pair(at: Gmem, lo: Val<f32>, hi: Val<f32>, guard: Option<Pred>) {
+    let pair = f32x2_to_bf16x2(lo, hi).bitcast::<u32>();
+    store_with::<u32, 1, _>(at, [pair.operand()], guard);
 }
 
 /// The MMA-and-epilogue warpgroup of sm_100a.
@@ -361,7 +363,7 @@ fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
         acc_full.wait(acc_phase);
         acc_phase ^= 1u32;
         tcgen05::fence_after_thread_sync();
-        store_tmem_tile(&g.c, tile, tmem, tiling);
+        store_tmem_tile(g, tile, tmem);
         // The next tile's first MMA overwrites the accumulator: every warp has read it.
         tcgen05::fence_before_thread_sync();
         NamedBarrier::new(1, 128).sync();
@@ -373,27 +375,23 @@ fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
 /// Reads a 128 x 256 f32 accumulator from TMEM (warp w: lanes 32 w ..) and stores it as
 /// bf16, 32 columns at a time.
 #[device]
-fn store_tmem_tile(c: &Tensor<bf16, 2>, tile: Tile, tmem: TmemAddr, tiling: Tiling) {
+fn store_tmem_tile(g: &Gemm, tile: Tile, tmem: TmemAddr) {
+    let tiling = g.tiling;
     let warp = warp_in_warpgroup();
     let row = tile.m * tiling.tile_m + warp * 32 + lane_id();
-    let m = c.extent(0).cast::<u32>();
-    let n = c.extent(1).cast::<u32>();
-    let ldc = c.stride(0).cast::<u32>();
-    let base: Gmem = c.base() + (row.mul_wide(ldc) + (tile.n * tiling.tile_n).mul_wide(1)) * 2u64;
-    let row_in: Pred = row.lt(m);
+    let base: Gmem =
+        g.c.base() + (row.mul_wide(g.ldc) + (tile.n * tiling.tile_n).mul_wide(1)) * 2u64;
+    let row_in: Pred = row.lt(g.m);
     for chunk in 0..(tiling.tile_n / 32) {
         let words = tcgen05::ld_32x32b(tmem.column(32 * chunk).warp_quadrant(warp), 32);
         tcgen05::wait_ld();
         for p in 0..16u32 {
             let col = tile.n * tiling.tile_n + 32 * chunk + 2 * p;
-            let pair = f32x2_to_bf16x2(
+            store_pair(
+                base + (4 * (16 * chunk + p)) as i64,
                 words[2 * p as usize].bitcast::<f32>(),
                 words[2 * p as usize + 1].bitcast::<f32>(),
-            );
-            store_if(
-                base + (4 * (16 * chunk + p)) as i64,
-                pair.bitcast::<u32>(),
-                row_in & col.lt(n),
+                Some(row_in & col.lt(g.n)),
             );
         }
     }
