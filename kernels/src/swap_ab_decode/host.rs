@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use dsl_core::Target;
 use dsl_core::ir::ElemTy;
-use dsl_core::jit::{Device, JitError, KernelArg, Launch, LoadedKernel, TensorArg};
+use dsl_core::jit::{
+    Device, JitError, KernelArg, Launch, LoadedKernel, MAX_TENSOR_RANK, TensorArg,
+};
 use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
@@ -368,15 +370,19 @@ fn check_no_self_overlap(
     t: &DeviceTensor,
     extents: &[usize],
 ) -> Result<(), DecodeError> {
-    let mut dims: Vec<(usize, usize)> = extents
-        .iter()
-        .zip(&t.strides)
-        .filter(|&(&e, _)| e > 1)
-        .map(|(&e, &s)| (s, e))
-        .collect();
+    // On the stack: this runs on every launch, which allocates nothing once loaded.
+    let mut dims = [(0usize, 0usize); MAX_TENSOR_RANK];
+    let mut rank = 0;
+    for (&e, &s) in extents.iter().zip(&t.strides) {
+        if e > 1 {
+            dims[rank] = (s, e);
+            rank += 1;
+        }
+    }
+    let dims = &mut dims[..rank];
     dims.sort_unstable();
     let mut covered = 1;
-    for &(stride, extent) in &dims {
+    for &(stride, extent) in dims.iter() {
         if stride < covered {
             return Err(bad(
                 name,
