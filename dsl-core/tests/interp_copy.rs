@@ -2,6 +2,9 @@
 //! and stores against a host model of the copy engine, 1-D bulk loads, cp.async with zero
 //! fill, a producer/consumer pipeline, and every misuse the async proxy forbids.
 
+mod common;
+
+use common::{expect, when};
 use dsl_core::Target;
 use dsl_core::arch::cluster::cluster_sync;
 use dsl_core::arch::copy::{
@@ -18,28 +21,9 @@ use dsl_core::ir::{Block, ElemTy, Kernel, MemOp, Op, SourceLoc, Stmt};
 use dsl_core::tensor_map::{MapSwizzle, TensorMapDesc};
 use dsl_core::trace::control::{branch, dyn_range, for_loop};
 use dsl_core::trace::{
-    KernelParam, Pred, Tensor, Val, cluster_dims, smem_alloc, stage, threads, trace_kernel,
+    KernelParam, Tensor, Val, cluster_dims, smem_alloc, stage, threads, trace_kernel,
 };
 use half::bf16;
-
-fn when(cond: Pred, body: impl FnOnce()) {
-    let mut body = Some(body);
-    branch(cond, (), &[], SourceLoc::caller(), |t, ()| {
-        if t && let Some(b) = body.take() {
-            b();
-        }
-        ((), ())
-    });
-}
-
-fn expect(e: &InterpError, kind: FaultKind, needles: &[&str]) {
-    let f = e.fault().unwrap_or_else(|| panic!("not a fault: {e}"));
-    assert_eq!(f.kind, kind, "{e}");
-    let text = e.to_string();
-    for n in needles {
-        assert!(text.contains(n), "`{n}` missing from:\n{text}");
-    }
-}
 
 /// `nthreads` threads copy `bytes` of shared memory at `tile` to `out`, word by word.
 fn dump(tile: Smem, bytes: u32, nthreads: u32, out: Tensor<u32, 1>) {

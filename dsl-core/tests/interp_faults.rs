@@ -2,6 +2,9 @@
 //! interpreter promises to catch, each with the op, stage, thread, CTA and address its
 //! report must name.
 
+mod common;
+
+use common::{expect, when};
 use dsl_core::Target;
 use dsl_core::arch::cluster::{cluster_arrive, cluster_sync, cluster_wait};
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
@@ -12,20 +15,10 @@ use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, lane_id, shfl_xor, thread_idx_x, warp_id};
 use dsl_core::interp::{Arg, FaultKind, InterpError, Launch, Memory, Options, run, run_with};
 use dsl_core::ir::{Kernel, SourceLoc};
-use dsl_core::trace::control::{branch, while_loop};
+use dsl_core::trace::control::while_loop;
 use dsl_core::trace::{
-    KernelParam, Pred, Tensor, Val, cluster_dims, smem_alloc, stage, threads, trace_kernel,
+    KernelParam, Tensor, Val, cluster_dims, smem_alloc, stage, threads, trace_kernel,
 };
-
-fn when(cond: Pred, body: impl FnOnce()) {
-    let mut body = Some(body);
-    branch(cond, (), &[], SourceLoc::caller(), |t, ()| {
-        if t && let Some(b) = body.take() {
-            b();
-        }
-        ((), ())
-    });
-}
 
 fn kernel(name: &str, target: Target, body: impl FnOnce()) -> Kernel {
     trace_kernel(name, target, body).unwrap()
@@ -43,15 +36,6 @@ fn fails(k: &Kernel, len: usize, grid: [u32; 3]) -> InterpError {
     match run(k, &mut mem, &args, &Launch::grid(grid)) {
         Ok(_) => panic!("kernel `{}` ran to the end", k.name),
         Err(e) => e,
-    }
-}
-
-fn expect(e: &InterpError, kind: FaultKind, needles: &[&str]) {
-    let f = e.fault().unwrap_or_else(|| panic!("not a fault: {e}"));
-    assert_eq!(f.kind, kind, "{e}");
-    let text = e.to_string();
-    for n in needles {
-        assert!(text.contains(n), "`{n}` missing from:\n{text}");
     }
 }
 

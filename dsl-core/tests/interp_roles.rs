@@ -2,6 +2,9 @@
 //! register budgets shared through the CTA's pool, and the deadlock report that names
 //! what every waiting role waits for.
 
+mod common;
+
+use common::{expect, when};
 use dsl_core::Target;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{load, store};
@@ -10,19 +13,7 @@ use dsl_core::arch::thread::{thread_idx_x, warp_id};
 use dsl_core::interp::{Arg, FaultKind, InterpError, Launch, Memory, run};
 use dsl_core::ir::{Kernel, SourceLoc};
 use dsl_core::trace::control::branch;
-use dsl_core::trace::{
-    KernelParam, Pred, Tensor, Val, max_regs, smem_alloc, threads, trace_kernel,
-};
-
-fn when(cond: Pred, body: impl FnOnce()) {
-    let mut body = Some(body);
-    branch(cond, (), &[], SourceLoc::caller(), |t, ()| {
-        if t && let Some(b) = body.take() {
-            b();
-        }
-        ((), ())
-    });
-}
+use dsl_core::trace::{KernelParam, Tensor, Val, max_regs, smem_alloc, threads, trace_kernel};
 
 fn run_out(k: &Kernel, words: usize) -> Result<Vec<u32>, InterpError> {
     let mut mem = Memory::new();
@@ -34,15 +25,6 @@ fn run_out(k: &Kernel, words: usize) -> Result<Vec<u32>, InterpError> {
         &Launch::grid([1, 1, 1]),
     )?;
     Ok(mem.read::<u32>(out))
-}
-
-fn expect(e: &InterpError, kind: FaultKind, needles: &[&str]) {
-    let f = e.fault().unwrap_or_else(|| panic!("not a fault: {e}"));
-    assert_eq!(f.kind, kind, "{e}");
-    let text = e.to_string();
-    for n in needles {
-        assert!(text.contains(n), "`{n}` missing from:\n{text}");
-    }
 }
 
 #[test]
