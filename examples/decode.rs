@@ -12,7 +12,11 @@
 //!     [--engine auto|gpu|interpreter]
 //! ```
 //! The default key is `h32_nk128_ne512_fp8_p64x16_<target>` (the target of the GPU when there
-//! is one, else sm_100a), with 4 tokens.
+//! is one, else sm_100a), with 4 tokens. `--case` replays the file's own key and target, so
+//! it refuses `--key`, `--target`, `--tokens`, `--seed` and `--adversarial`.
+//!
+//! Exit codes, as for `kestrel`: 0 the check passed, 1 a failure (the numerics check, a
+//! fault, a file that cannot be read), 2 a usage mistake.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,50 +27,61 @@ use dsl_core::emit::ptx::emit;
 use dsl_core::interp::Options;
 use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
+use kernels::swap_ab_decode::host::MAX_TOKENS;
 use kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, ExtraRecord, case_file, compare, generate, reference,
     swap_ab_decode_debug,
 };
 
+const USAGE: &str = "usage: decode [--key NAME | --target sm100a|sm90a] [--tokens N] [--seed S] \
+     [--adversarial] [--case FILE] [--write-case FILE] [--engine auto|gpu|interpreter]";
+
+/// Why the main job stopped: a usage mistake (exit 2) or a failure (exit 1).
+enum Stop {
+    Usage(String),
+    Failed(String),
+}
+
+/// Anything displayable is a failure; usage mistakes are made with `Stop::Usage`.
+impl<E: std::fmt::Display> From<E> for Stop {
+    fn from(e: E) -> Self {
+        Stop::Failed(e.to_string())
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
 struct Args {
     key: Option<CompileKey>,
     target: Option<Target>,
-    tokens: usize,
-    seed: u64,
+    tokens: Option<usize>,
+    seed: Option<u64>,
     adversarial: bool,
     case: Option<PathBuf>,
     write_case: Option<PathBuf>,
     engine: String,
 }
 
-fn parse_args() -> Result<Args, String> {
+/// The parsed command line, or `None` for `--help`.
+fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, String> {
     let mut args = Args {
-        key: None,
-        target: None,
-        tokens: 4,
-        seed: 1,
-        adversarial: false,
-        case: None,
-        write_case: None,
         engine: "auto".into(),
+        ..Args::default()
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = argv.into_iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
             "--key" => args.key = Some(value()?.parse().map_err(|e| format!("--key: {e}"))?),
             "--target" => args.target = Some(value()?.parse()?),
-            "--tokens" => args.tokens = value()?.parse().map_err(|e| format!("--tokens: {e}"))?,
-            "--seed" => args.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--tokens" => {
+                args.tokens = Some(value()?.parse().map_err(|e| format!("--tokens: {e}"))?)
+            }
+            "--seed" => args.seed = Some(value()?.parse().map_err(|e| format!("--seed: {e}"))?),
             "--adversarial" => args.adversarial = true,
             "--case" => args.case = Some(value()?.into()),
             "--write-case" => args.write_case = Some(value()?.into()),
             "--engine" => args.engine = value()?,
-            "-h" | "--help" => {
-                return Err("usage: decode [--key NAME | --target sm100a|sm90a] [--tokens N] [--seed S] \
-                     [--adversarial] [--case FILE] [--write-case FILE] [--engine auto|gpu|interpreter]"
-                    .into());
-            }
+            "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument `{other}` (try --help)")),
         }
     }
@@ -76,52 +91,102 @@ fn parse_args() -> Result<Args, String> {
             args.engine
         ));
     }
-    Ok(args)
+    if args.case.is_some() {
+        let given: Vec<&str> = [
+            ("--key", args.key.is_some()),
+            ("--target", args.target.is_some()),
+            ("--tokens", args.tokens.is_some()),
+            ("--seed", args.seed.is_some()),
+            ("--adversarial", args.adversarial),
+        ]
+        .iter()
+        .filter_map(|&(flag, set)| set.then_some(flag))
+        .collect();
+        if !given.is_empty() {
+            return Err(format!(
+                "--case replays the file's own key, target and batch, so {} cannot apply: \
+                 drop {}, or generate a batch without --case",
+                given.join(", "),
+                if given.len() == 1 { "it" } else { "them" }
+            ));
+        }
+    }
+    if let Some(tokens) = args.tokens
+        && !(1..=MAX_TOKENS).contains(&tokens)
+    {
+        return Err(format!(
+            "--tokens {tokens}: a launch takes 1 to {MAX_TOKENS} tokens (the host API's limit, \
+             the grid's y dimension)"
+        ));
+    }
+    Ok(Some(args))
 }
 
-/// The GPU to use, when there is one whose architecture has a kestrel target.
-fn gpu(engine: &str) -> Result<Option<Arc<Device>>, String> {
-    if engine == "interpreter" || !jit::gpu_available() {
-        return if engine == "gpu" {
-            Err("--engine gpu: no CUDA driver or GPU on this machine".into())
+/// The GPU to run on, or why the interpreter runs instead.
+fn choose_engine(engine: &str, target: Target) -> Result<(Option<Arc<Device>>, String), Stop> {
+    let interpreter = |why: String| -> Result<(Option<Arc<Device>>, String), Stop> {
+        if engine == "gpu" {
+            Err(Stop::Failed(format!("--engine gpu: {why}")))
         } else {
-            Ok(None)
-        };
+            Ok((None, why))
+        }
+    };
+    if engine == "interpreter" {
+        return Ok((None, "asked for with --engine interpreter".into()));
     }
-    let device = Device::open(0).map_err(|e| e.to_string())?;
+    if !jit::driver_present() {
+        return interpreter("no CUDA driver on this machine".into());
+    }
+    if !jit::gpu_available() {
+        return interpreter("the CUDA driver sees no GPU".into());
+    }
+    let device = Device::open(0)?;
+    let info = device.info();
     match device.target() {
-        Some(_) => Ok(Some(Arc::new(device))),
-        None if engine == "gpu" => Err(format!(
-            "--engine gpu: {} has no kestrel target",
-            device.info().name
+        Some(t) if t == target => {
+            let why = format!("{} runs {t} code", info.name);
+            Ok((Some(Arc::new(device)), why))
+        }
+        Some(t) => interpreter(format!(
+            "{} runs {t} code, and the key is built for {target}",
+            info.name
         )),
-        None => Ok(None),
+        None => interpreter(format!(
+            "{} (compute capability {}.{}) has no kestrel target",
+            info.name, info.compute_capability.0, info.compute_capability.1
+        )),
     }
 }
 
-fn run() -> Result<bool, String> {
-    let args = parse_args()?;
-    let device = gpu(&args.engine)?;
-    let target = args
-        .key
-        .map(|k| k.target)
-        .or(args.target)
-        .or_else(|| device.as_ref().and_then(|d| d.target()))
-        .unwrap_or(Target::Sm100a);
+/// The target a GPU present on this machine runs, if any (without opening a context when
+/// there is no driver).
+fn gpu_target(engine: &str) -> Option<Target> {
+    if engine == "interpreter" || !jit::gpu_available() {
+        return None;
+    }
+    Device::open(0).ok().and_then(|d| d.target())
+}
+
+fn run(args: Args) -> Result<bool, Stop> {
     let case: DecodeCase = match &args.case {
         Some(path) => {
             let file = case_file::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             println!(
-                "case file {}: {} ({} tokens)",
+                "case file {}: {} ({} tokens, key {})",
                 path.display(),
                 file.case.name,
-                file.case.problem.s_q()
+                file.case.problem.s_q(),
+                file.case.problem.key
             );
-            let mut case = file.case;
-            case.problem.key.target = target;
-            case
+            file.case
         }
         None => {
+            let target = args
+                .key
+                .map(|k| k.target)
+                .or(args.target)
+                .or_else(|| gpu_target(&args.engine))
+                .unwrap_or(Target::Sm100a);
             let key = args.key.unwrap_or(CompileKey {
                 heads: 32,
                 swa_width: 128,
@@ -133,13 +198,23 @@ fn run() -> Result<bool, String> {
             });
             let spec = CaseSpec {
                 key,
-                s_q: args.tokens,
+                s_q: args.tokens.unwrap_or(4),
                 adversarial: args.adversarial,
             };
-            generate(args.seed, &spec).map_err(|e| e.to_string())?
+            generate(args.seed.unwrap_or(1), &spec)?
         }
     };
     let key = case.problem.key;
+    let target = key.target;
+    let (device, why) = choose_engine(&args.engine, target)?;
+    println!(
+        "engine: {} ({why})",
+        if device.is_some() {
+            "gpu"
+        } else {
+            "interpreter"
+        }
+    );
     println!(
         "key {key}: cluster of {} CTAs, {} head group(s), {} tokens",
         key.cluster_size(),
@@ -148,8 +223,8 @@ fn run() -> Result<bool, String> {
     );
 
     let traced = std::time::Instant::now();
-    let kernel = swap_ab_decode_debug(target, &key).map_err(|e| e.to_string())?;
-    let module = emit(&kernel).map_err(|e| e.to_string())?;
+    let kernel = swap_ab_decode_debug(target, &key)?;
+    let module = emit(&kernel)?;
     println!(
         "traced and emitted in {:.1} ms: {} PTX lines, {} bytes of shared memory",
         traced.elapsed().as_secs_f64() * 1e3,
@@ -167,31 +242,24 @@ fn run() -> Result<bool, String> {
             );
             Some(r.registers)
         }
-        Err(dsl_core::ptxas::PtxasError::NotFound) => {
-            println!("ptxas not found (pip install nvidia-cuda-nvcc): not assembled");
+        Err(e @ dsl_core::ptxas::PtxasError::NotFound) => {
+            println!("{e}: not assembled");
             None
         }
-        Err(e) => return Err(e.to_string()),
+        Err(e) => return Err(e.into()),
     };
 
-    let want = reference(&case.problem).map_err(|e| e.to_string())?;
+    let want = reference(&case.problem)?;
     if let Some(path) = &args.write_case {
-        case_file::write(path, &case, Some(&want)).map_err(|e| e.to_string())?;
+        case_file::write(path, &case, Some(&want))?;
         println!(
             "wrote the case with its expected outputs to {}",
             path.display()
         );
     }
-    let on_gpu = device.as_ref().filter(|d| d.target() == Some(target));
-    let run: EngineRun = match on_gpu {
-        Some(d) => run_gpu(d, &case.problem, true).map_err(|e| e.to_string())?,
-        None => {
-            if args.engine == "gpu" {
-                return Err(format!("--engine gpu: the GPU cannot run {target} code"));
-            }
-            interpret_kernel(&kernel, &case.problem, true, &Options::default())
-                .map_err(|e| e.to_string())?
-        }
+    let run: EngineRun = match &device {
+        Some(d) => run_gpu(d, &case.problem, true)?,
+        None => interpret_kernel(&kernel, &case.problem, true, &Options::default())?,
     };
     let report = compare(&want, &run.out, run.precast.as_deref());
     println!("{report}");
@@ -237,12 +305,69 @@ fn run() -> Result<bool, String> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let result = match parse_args(std::env::args().skip(1)) {
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Some(args)) => run(args),
+        Err(usage) => Err(Stop::Usage(format!("{usage}\n{USAGE}"))),
+    };
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
-        Err(e) => {
+        Err(Stop::Failed(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+        Err(Stop::Usage(e)) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(line: &str) -> Result<Option<Args>, String> {
+        parse_args(line.split_whitespace().map(str::to_string))
+    }
+
+    #[test]
+    fn help_is_not_an_error() {
+        assert_eq!(parse("--help"), Ok(None));
+        assert_eq!(parse("--tokens 2 -h"), Ok(None));
+    }
+
+    #[test]
+    fn a_case_refuses_the_flags_of_a_generated_batch() {
+        let args = parse("--case c.safetensors --engine interpreter")
+            .unwrap()
+            .unwrap();
+        assert_eq!(args.case, Some(PathBuf::from("c.safetensors")));
+        let err =
+            parse("--case c.safetensors --target sm90a --tokens 3 --adversarial").unwrap_err();
+        assert!(
+            err.contains("so --target, --tokens, --adversarial cannot apply: drop them"),
+            "{err}"
+        );
+        let err = parse("--seed 4 --case c.safetensors").unwrap_err();
+        assert!(err.contains("so --seed cannot apply: drop it"), "{err}");
+    }
+
+    #[test]
+    fn too_many_tokens_is_refused_before_anything_runs() {
+        let err = parse("--tokens 100000000").unwrap_err();
+        assert!(
+            err.contains("--tokens 100000000: a launch takes 1 to 65535 tokens"),
+            "{err}"
+        );
+        assert!(parse("--tokens 0").is_err());
+        assert_eq!(
+            parse("--tokens 65535").unwrap().unwrap().tokens,
+            Some(65535)
+        );
     }
 }

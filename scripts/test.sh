@@ -31,6 +31,9 @@ echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace "$@"
+# The API docs build without warnings. Links from public docs to private modules (kernel.rs
+# names its `mma` stages that way) are allowed: they are for readers of the source.
+RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links" cargo doc --workspace --no-deps --quiet
 # The build an engine gets when it links libcuda at build time (cudarc's dynamic-linking,
 # as candle does) must compile too.
 cargo clippy --quiet -p kernels --features dynamic-linking -- -D warnings

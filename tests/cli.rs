@@ -137,7 +137,9 @@ fn ptxas_reports_resources_or_says_how_to_install_it() {
     );
     assert_eq!(missing.code, 3, "{}", missing.stderr);
     assert!(
-        missing.stderr.contains("pip install nvidia-cuda-nvcc"),
+        missing
+            .stderr
+            .contains("pip install nvidia-cuda-nvcc==13.5.37"),
         "{}",
         missing.stderr
     );
@@ -405,4 +407,15 @@ fn resources_prints_the_table_of_every_key() {
         table.contains("`h8_nk128_ne512_fp8_p64x64_sm100a`"),
         "{table}"
     );
+}
+
+#[test]
+fn run_refuses_more_tokens_than_a_launch_takes_before_allocating() {
+    let err = fails(&["run", SM100, "--tokens", "100000000"], 2);
+    assert!(
+        err.contains("--tokens 100000000: a launch takes 1 to 65535 tokens"),
+        "{err}"
+    );
+    let err = fails(&["run", SM100, "--tokens", "0"], 2);
+    assert!(err.contains("a launch takes 1 to 65535 tokens"), "{err}");
 }

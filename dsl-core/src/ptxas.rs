@@ -2,7 +2,8 @@
 //! the source of the register, spill and stack figures reported per kernel.
 //!
 //! `ptxas` is found through `$KESTREL_PTXAS`, then `$PATH`, then the location the PyPI
-//! package `nvidia-cuda-nvcc` installs it to under the active Python.
+//! package `nvidia-cuda-nvcc` installs it to under the active Python, then the virtual
+//! environment `scripts/test.sh` installs it into (`target/tools/py` of the workspace).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,8 +25,9 @@ pub struct PtxasReport {
 #[derive(Debug, thiserror::Error)]
 pub enum PtxasError {
     #[error(
-        "ptxas was not found: install it with `pip install nvidia-cuda-nvcc`, put it on PATH, \
-         or point KESTREL_PTXAS at it"
+        "ptxas was not found: run scripts/test.sh once (it installs nvidia-cuda-nvcc=={PINNED_NVCC} \
+         into target/tools), or `pip install nvidia-cuda-nvcc=={PINNED_NVCC}` (the release the \
+         resource table records) and put its ptxas on PATH or in KESTREL_PTXAS"
     )]
     NotFound,
     #[error("could not run ptxas at {path}: {source}")]
@@ -53,6 +55,9 @@ pub enum PtxasError {
     Unparsed { kernel: String, log: String },
 }
 
+/// The `nvidia-cuda-nvcc` release `scripts/test.sh` installs and the resource table records.
+pub const PINNED_NVCC: &str = "13.5.37";
+
 /// The ptxas executable to use, if there is one.
 pub fn find() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KESTREL_PTXAS") {
@@ -67,7 +72,18 @@ pub fn find() -> Option<PathBuf> {
             }
         }
     }
-    python_package_ptxas()
+    python_package_ptxas().or_else(test_script_ptxas)
+}
+
+/// `ptxas` in the virtual environment `scripts/test.sh` makes under the workspace's
+/// `target/tools/py` (`lib/python3.X/site-packages/nvidia/cu13/bin/ptxas`).
+fn test_script_ptxas() -> Option<PathBuf> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/py/lib");
+    std::fs::read_dir(lib)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|python| python.path().join("site-packages/nvidia/cu13/bin/ptxas"))
+        .find(|p| p.is_file())
 }
 
 /// `ptxas` from the `nvidia-cuda-nvcc` wheel (`site-packages/nvidia/cu13/bin/ptxas` or the

@@ -26,6 +26,9 @@ use super::{
     entry_name, trace_entry,
 };
 
+/// Most tokens one launch takes: the grid's y dimension.
+pub const MAX_TOKENS: usize = 65535;
+
 /// A tensor in device memory: its address, element type, extents and strides (elements).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceTensor {
@@ -504,10 +507,10 @@ impl DecodeArgs {
         check_heads(self.heads)?;
         check_at_least("q", "padded heads (dim 2)", padded_heads, self.heads)?;
         check_at_least("q", "tokens (dim 0)", tokens, 1)?;
-        if tokens > 65535 {
+        if tokens > MAX_TOKENS {
             return Err(bad(
                 "q",
-                format!("at most 65535 tokens a launch (the grid's y), got {tokens}"),
+                format!("at most {MAX_TOKENS} tokens a launch (the grid's y), got {tokens}"),
             ));
         }
         check_equal("q", "stride[3] (dims of a chunk)", self.q.strides[3], 1)?;

@@ -207,10 +207,11 @@ impl fmt::Display for NumericsReport {
         match (&self.precast, self.worst_head()) {
             (Some(heads), Some(worst)) => writeln!(
                 f,
-                "  pre-cast f32: {} of {} (token, head) pairs over {:e} * max|o|; worst token {} head {}: error {:.3e}, bound {:.3e}",
+                "  pre-cast f32: {} of {} (token, head) pairs over max({:e} * max|o|, {:.1e}); worst token {} head {}: error {:.3e}, bound {:.3e}",
                 self.precast_violations(),
                 heads.len(),
                 PRECAST_TOLERANCE,
+                precast_floor(),
                 worst.token,
                 worst.head,
                 worst.max_abs_error,

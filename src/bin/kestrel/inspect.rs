@@ -84,10 +84,7 @@ pub fn ptxas(args: &PtxasArgs) -> Outcome {
                 None => String::new(),
             };
             Failure::missing_tool(format!(
-                "{e}.{env}\n  e.g. `python3 -m venv target/tools/py && target/tools/py/bin/pip \
-                 install nvidia-cuda-nvcc`, then `export KESTREL_PTXAS=$(find target/tools/py \
-                 -name ptxas)` (scripts/test.sh does this). `kestrel ptx {key}` prints the PTX \
-                 without assembling it."
+                "{e}.{env}\n  `kestrel ptx {key}` prints the PTX without assembling it."
             ))
         }
         PtxasError::Rejected { .. } => Failure::failed(format!(

@@ -10,6 +10,7 @@ use kestrel::core::interp::{
 use kestrel::core::ir::Kernel;
 use kestrel::kernels::swap_ab_decode::case_file::{self, CaseFileError};
 use kestrel::kernels::swap_ab_decode::engine::{EngineError, interpret_kernel};
+use kestrel::kernels::swap_ab_decode::host::MAX_TOKENS;
 use kestrel::kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, ReferenceOutput, compare, generate, reference,
 };
@@ -309,10 +310,12 @@ fn workload(args: &RunArgs) -> Result<Workload, Failure> {
              keys` lists some) or a case file with --case FILE.safetensors",
         ));
     };
-    if args.tokens == 0 {
-        return Err(Failure::usage(
-            "--tokens must be at least 1: a launch needs one token",
-        ));
+    if !(1..=MAX_TOKENS).contains(&args.tokens) {
+        return Err(Failure::usage(format!(
+            "--tokens {}: a launch takes 1 to {MAX_TOKENS} tokens (the host API's limit, the \
+             grid's y dimension)",
+            args.tokens
+        )));
     }
     let spec = CaseSpec {
         key,
