@@ -1,11 +1,64 @@
 //! The decode kernel as a library call for serving code: device tensors in, MXFP8 out.
 //!
-//! [`SwapAbDecode::launch`] checks every tensor (dtype, rank, shape, strides, 16-byte
-//! alignment where the kernel loads 16 bytes) and the key's limits before anything reaches
-//! the GPU, compiles each compile key once (threads asking for the same key wait for one
-//! build), and launches without allocating or synchronising, so a decode step can be
-//! captured in a CUDA graph: grid (C, s_q, head groups), 512 threads, cluster (C, 1, 1), PDL, dynamic
-//! shared memory, and the non-portable cluster size when C > 8.
+//! [`SwapAbDecode::launch`] checks every tensor (dtype, rank, shape, strides as a layout,
+//! 16-byte alignment where the kernel loads 16 bytes, outputs that neither overlap
+//! themselves nor alias another tensor) and the key's limits before anything reaches the
+//! GPU, and launches without allocating or synchronising, so a decode step can be captured
+//! in a CUDA graph: grid (C, s_q, head groups), 512 threads, cluster (C, 1, 1), PDL,
+//! dynamic shared memory, and the non-portable cluster size when C > 8.
+//!
+//! Keys are compiled at warm-up: in the default [`CompileMode::Strict`] a launch of a key
+//! that was not warmed up is refused with the key and the [`LayerShape`] to warm up;
+//! [`CompileMode::OnDemand`] compiles inside `launch` (tools, tests).
+//!
+//! # Serving, in short
+//! ```no_run
+//! use std::sync::Arc;
+//! use half::bf16;
+//! use kernels::cudarc::driver::CudaSlice;
+//! use kernels::swap_ab_decode::{DecodeArgs, DeviceTensor, LayerShape, SwapAbDecode};
+//! # fn buffers() -> (CudaSlice<u8>, CudaSlice<u8>, DecodeArgs) { unimplemented!() }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = Arc::new(dsl_core::jit::Device::open(0)?);
+//! let decode = SwapAbDecode::new(device.clone())?;
+//! // Start-up: every key a layer of this shape can hit is compiled now.
+//! let shape = LayerShape {
+//!     heads: 32, swa_width: 128, extra_width: 512, extra_record_bytes: 288,
+//!     swa_page: 64, extra_page: 16,
+//! };
+//! decode.warmup(&shape)?;
+//!
+//! // A step: the engine's own buffers, described as the kernel reads them. Q is
+//! // chunk-interleaved, [s_q, 32, HP, 16]; the guards record cudarc's read and write.
+//! let (q_buf, mut out_buf, rest) = buffers();
+//! let stream = device.stream();
+//! let (s_q, hp) = (4, 32);
+//! let q = DeviceTensor::input::<bf16, u8>(
+//!     "q", &q_buf, stream, &[s_q, 32, hp, 16], &[hp * 512, hp * 16, 16, 1],
+//! )?;
+//! let out = DeviceTensor::output::<u8, u8>(
+//!     "out_data", &mut out_buf, stream, &[s_q, 4, 4096], &[4 * 4096, 4096, 1],
+//! )?;
+//! let args = DecodeArgs { q: q.tensor().clone(), out_data: out.tensor().clone(), ..rest };
+//! // SAFETY: every tensor addresses live device memory of its shape until the kernel ends.
+//! let call = unsafe { decode.launch(stream, &args)? };
+//! drop((q, out)); // after the launch is enqueued
+//! # let _ = call;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! An engine on another CUDA binding launches with [`SwapAbDecode::launch_on_raw_stream`];
+//! one whose cudarc links libcuda at build time enables this crate's `dynamic-linking`
+//! feature. Without a GPU, an engine's own tests run the same kernel on host buffers with
+//! [`engine::interpret`](super::engine::interpret) (a [`DecodeProblem`] of its batch; the
+//! `testing` feature adds the reference to compare against). The interpreter is slow
+//! unoptimised: a crate that runs it in its debug tests sets
+//! `[profile.dev.package.kernels] opt-level = 3` (and the same for `dsl-core` and `half`),
+//! as this workspace does.
+//!
+//! [`DecodeProblem`]: super::problem::DecodeProblem
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
