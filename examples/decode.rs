@@ -9,7 +9,7 @@
 //! ```text
 //! cargo run --release --example decode -- [--key NAME | --target sm100a|sm90a] [--tokens N]
 //!     [--seed S] [--adversarial] [--case FILE.safetensors] [--write-case FILE.safetensors]
-//!     [--engine auto|gpu|interpreter]
+//!     [--write-output FILE.safetensors] [--engine auto|gpu|interpreter]
 //! ```
 //! The default key is `h32_nk128_ne512_fp8_p64x16_<target>` (the target of the GPU when there
 //! is one, else sm_100a), with 4 tokens. `--case` replays the file's own key and target, so
@@ -34,7 +34,8 @@ use kernels::swap_ab_decode::{
 };
 
 const USAGE: &str = "usage: decode [--key NAME | --target sm100a|sm90a] [--tokens N] [--seed S] \
-     [--adversarial] [--case FILE] [--write-case FILE] [--engine auto|gpu|interpreter]";
+     [--adversarial] [--case FILE] [--write-case FILE] [--write-output FILE] \
+     [--engine auto|gpu|interpreter]";
 
 /// Why the main job stopped: a usage mistake (exit 2) or a failure (exit 1).
 enum Stop {
@@ -58,6 +59,7 @@ struct Args {
     adversarial: bool,
     case: Option<PathBuf>,
     write_case: Option<PathBuf>,
+    write_output: Option<PathBuf>,
     engine: String,
 }
 
@@ -80,6 +82,7 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "--adversarial" => args.adversarial = true,
             "--case" => args.case = Some(value()?.into()),
             "--write-case" => args.write_case = Some(value()?.into()),
+            "--write-output" => args.write_output = Some(value()?.into()),
             "--engine" => args.engine = value()?,
             "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument `{other}` (try --help)")),
@@ -168,6 +171,7 @@ fn gpu_target(engine: &str) -> Option<Target> {
 }
 
 fn run(args: Args) -> Result<bool, Stop> {
+    let mut stored = None;
     let case: DecodeCase = match &args.case {
         Some(path) => {
             let file = case_file::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -178,6 +182,7 @@ fn run(args: Args) -> Result<bool, Stop> {
                 file.case.problem.s_q(),
                 file.case.problem.key
             );
+            stored = file.expected;
             file.case
         }
         None => {
@@ -263,6 +268,25 @@ fn run(args: Args) -> Result<bool, Stop> {
     };
     let report = compare(&want, &run.out, run.precast.as_deref());
     println!("{report}");
+    let stored_ok = match &stored {
+        Some(expected) => {
+            let against = compare(expected, &run.out, run.precast.as_deref());
+            println!(
+                "against the expected outputs stored in the case file: {}",
+                if against.ok() { "ok" } else { "FAILED" }
+            );
+            against.ok()
+        }
+        None => true,
+    };
+    if let Some(path) = &args.write_output {
+        let precast = run.precast.as_deref().map(|p| (p, key.heads));
+        case_file::write_outputs(path, &run.out, precast)?;
+        println!(
+            "wrote the kernel's raw outputs (out_data codes, out_scale words, pre-cast f32) to {}",
+            path.display()
+        );
+    }
 
     let tokens = case.problem.s_q();
     let max_ref_abs = want.o.iter().fold(0f64, |m, &x| m.max(x.abs() as f64));
@@ -296,12 +320,12 @@ fn run(args: Args) -> Result<bool, Stop> {
     println!(
         "{{\"target\":\"{target}\",\"key\":\"{key}\",\"tokens\":{tokens},\"max_abs_err\":{max_abs_err:.6e},\"max_ref_abs\":{max_ref_abs:.6e},\"mxfp8_mismatches\":{mismatches},\"engine\":\"{}\",\"ok\":{}{speed}{}}}",
         run.engine.name(),
-        report.ok(),
+        report.ok() && stored_ok,
         registers
             .map(|r| format!(",\"registers\":{r}"))
             .unwrap_or_default()
     );
-    Ok(report.ok())
+    Ok(report.ok() && stored_ok)
 }
 
 fn main() -> ExitCode {

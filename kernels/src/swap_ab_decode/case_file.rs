@@ -438,6 +438,69 @@ pub fn write(
     })
 }
 
+/// Value of the `kestrel.output` metadata key of a file of raw kernel outputs.
+pub const OUTPUT_FORMAT: &str = "swap_ab_decode_output/1";
+
+/// The bytes of a file of what the kernel wrote, for a user's own reference to check:
+/// `out_data` (the e4m3 codes as stored, `[len]`, with its strides in the metadata),
+/// `out_scale` (the i32 words of ue8m0 bytes, `[len]`) and, from the debug entry point,
+/// `precast` (`[s_q, heads, 512]` f32 before the cast).
+pub fn outputs_to_bytes(
+    out: &OutputBuffers,
+    precast: Option<(&[f32], usize)>,
+) -> Result<Vec<u8>, CaseFileError> {
+    let layout = out.layout;
+    let mut tensors = vec![
+        Tensor::new(
+            "out_data",
+            Dtype::F8_E4M3,
+            vec![out.data.len()],
+            out.data.clone(),
+        ),
+        Tensor::new(
+            "out_scale",
+            Dtype::I32,
+            vec![out.scale.len()],
+            bytes_of(&out.scale, |v| v.to_le_bytes()),
+        ),
+    ];
+    if let Some((values, heads)) = precast {
+        tensors.push(Tensor::new(
+            "precast",
+            Dtype::F32,
+            vec![layout.s_q, heads, HEAD_DIM],
+            bytes_of(values, |v| v.to_le_bytes()),
+        ));
+    }
+    let metadata: HashMap<String, String> = [
+        ("kestrel.output", OUTPUT_FORMAT.to_string()),
+        ("s_q", layout.s_q.to_string()),
+        ("out_groups", layout.groups.to_string()),
+        ("out_data_strides", join(&layout.data_strides)),
+        ("out_scale_strides", join(&layout.scale_strides)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    Ok(safetensors::serialize(
+        tensors.iter().map(|t| (t.name, t)),
+        Some(metadata),
+    )?)
+}
+
+/// Writes [`outputs_to_bytes`] to `path`.
+pub fn write_outputs(
+    path: &Path,
+    out: &OutputBuffers,
+    precast: Option<(&[f32], usize)>,
+) -> Result<(), CaseFileError> {
+    let bytes = outputs_to_bytes(out, precast)?;
+    std::fs::write(path, bytes).map_err(|error| CaseFileError::Io {
+        path: path.display().to_string(),
+        error,
+    })
+}
+
 /// Reads a case file.
 pub fn read(path: &Path) -> Result<CaseFile, CaseFileError> {
     let bytes = std::fs::read(path).map_err(|error| CaseFileError::Io {
@@ -664,6 +727,38 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn raw_outputs_are_written_as_the_kernel_left_them() {
+        let case = small_case();
+        let out = &case.problem.out;
+        let heads = case.problem.heads();
+        let precast: Vec<f32> = (0..case.problem.s_q() * heads * HEAD_DIM)
+            .map(|i| i as f32 * 0.5)
+            .collect();
+        let bytes = outputs_to_bytes(out, Some((&precast, heads))).unwrap();
+        let file = SafeTensors::deserialize(&bytes).unwrap();
+        assert_eq!(file.tensor("out_data").unwrap().data(), &out.data[..]);
+        let scale = file.tensor("out_scale").unwrap();
+        assert_eq!(scale.data(), &bytes_of(&out.scale, |v| v.to_le_bytes())[..]);
+        let stored = file.tensor("precast").unwrap();
+        assert_eq!(stored.shape(), [case.problem.s_q(), heads, HEAD_DIM]);
+        assert_eq!(stored.data(), &bytes_of(&precast, |v| v.to_le_bytes())[..]);
+        let (_, metadata) = SafeTensors::read_metadata(&bytes).unwrap();
+        let metadata = metadata.metadata().clone().unwrap();
+        assert_eq!(metadata["kestrel.output"], OUTPUT_FORMAT);
+        assert_eq!(
+            metadata["out_scale_strides"],
+            join(&out.layout.scale_strides)
+        );
+        let without = outputs_to_bytes(out, None).unwrap();
+        assert!(
+            SafeTensors::deserialize(&without)
+                .unwrap()
+                .tensor("precast")
+                .is_err()
+        );
     }
 
     #[test]
