@@ -419,3 +419,22 @@ fn run_refuses_more_tokens_than_a_launch_takes_before_allocating() {
     let err = fails(&["run", SM100, "--tokens", "0"], 2);
     assert!(err.contains("a launch takes 1 to 65535 tokens"), "{err}");
 }
+
+#[test]
+fn run_writes_the_raw_outputs() {
+    let path = scratch("outputs.safetensors");
+    let _ = std::fs::remove_file(&path);
+    let out = ok(&["run", SM100, "--write-output", path.to_str().unwrap()]);
+    assert!(out.contains("wrote the kernel's raw outputs"), "{out}");
+    let bytes = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    for name in [
+        "\"out_data\"",
+        "\"out_scale\"",
+        "\"precast\"",
+        "swap_ab_decode_output/1",
+    ] {
+        assert!(header.contains(name), "{name} missing from {header}");
+    }
+}

@@ -105,6 +105,10 @@ pub struct RunArgs {
     /// Run the case stored in this `.safetensors` case file instead of a generated batch.
     #[arg(long, value_name = "FILE.safetensors")]
     pub case: Option<PathBuf>,
+    /// Write what the kernel wrote (out_data codes, out_scale words, the pre-cast f32) to
+    /// this `.safetensors` file, to check against a reference of your own.
+    #[arg(long, value_name = "FILE.safetensors")]
+    pub write_output: Option<PathBuf>,
     /// Print the instruction trace of one thread: CTA,THREAD with the CTA as x, x,y or x,y,z
     /// (blocks are (cluster rank, token, head group)), e.g. `0,37` or `1,0,37`.
     #[arg(long, value_name = "CTA,THREAD", value_parser = parse_trace_at)]

@@ -252,6 +252,18 @@ pub fn run(args: &RunArgs) -> Outcome {
 
     let report = compare(&reference, &run.out, run.precast.as_deref());
     outln!("\n{}", report.to_string().trim_end());
+    if let Some(path) = &args.write_output {
+        let precast = run.precast.as_deref().map(|p| (p, key.heads));
+        case_file::write_outputs(path, &run.out, precast).map_err(|e| {
+            Failure::failed(format!(
+                "could not write the outputs: {e}; check that the directory exists"
+            ))
+        })?;
+        outln!(
+            "wrote the kernel's raw outputs (out_data codes, out_scale words, pre-cast f32) to {}",
+            path.display()
+        );
+    }
     if let Some(expected) = &work.expected {
         if expected.out.layout == run.out.layout
             && expected.out.data.len() == run.out.data.len()
