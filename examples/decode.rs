@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use dsl_core::Target;
 use dsl_core::emit::ptx::emit;
-use dsl_core::interp::Options;
+use dsl_core::interp::{Options, Progress};
 use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
 use kernels::swap_ab_decode::host::MAX_TOKENS;
@@ -170,6 +170,21 @@ fn gpu_target(engine: &str) -> Option<Target> {
     Device::open(0).ok().and_then(|d| d.target())
 }
 
+/// A line on stderr at each tenth of the clusters, once a run has taken long enough for a
+/// user to wonder whether it still runs.
+fn report_progress(p: &Progress) {
+    let tenth = |done: u32| done * 10 / p.clusters_total.max(1);
+    let crossed = tenth(p.clusters_done) != tenth(p.clusters_done - 1);
+    if crossed && p.elapsed.as_secs_f64() >= 2.0 {
+        eprintln!(
+            "interpreter: {} of {} clusters in {:.1} s",
+            p.clusters_done,
+            p.clusters_total,
+            p.elapsed.as_secs_f64()
+        );
+    }
+}
+
 fn run(args: Args) -> Result<bool, Stop> {
     let mut stored = None;
     let case: DecodeCase = match &args.case {
@@ -264,7 +279,13 @@ fn run(args: Args) -> Result<bool, Stop> {
     }
     let run: EngineRun = match &device {
         Some(d) => run_gpu(d, &case.problem, true)?,
-        None => interpret_kernel(&kernel, &case.problem, true, &Options::default())?,
+        None => {
+            let options = Options {
+                progress: Some(report_progress),
+                ..Options::default()
+            };
+            interpret_kernel(&kernel, &case.problem, true, &options)?
+        }
     };
     let report = compare(&want, &run.out, run.precast.as_deref());
     println!("{report}");

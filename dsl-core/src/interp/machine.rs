@@ -15,7 +15,7 @@ use super::mbarrier::Mbar;
 use super::memory::{Memory, Smem, Tmem};
 use super::proxy::{Landed, Proxy};
 use super::roles::Budget;
-use super::{Launch, MAX_SMEM_BYTES, Options, RunStats};
+use super::{Launch, MAX_SMEM_BYTES, Options, Progress, RunStats};
 use crate::ir::{ShflMode, SpecialReg};
 
 /// Shared::cluster addresses of rank r are `(r + 1) << CLUSTER_SHIFT | offset`.
@@ -279,12 +279,20 @@ pub(crate) fn run(
     };
     let [gx, gy, gz] = m.cfg.grid;
     let [cx, cy, cz] = m.cfg.cluster;
+    let clusters_total = gx.div_ceil(cx) * gy.div_ceil(cy) * gz.div_ceil(cz);
     let mut clusters = 0;
     for z in (0..gz).step_by(cz as usize) {
         for y in (0..gy).step_by(cy as usize) {
             for x in (0..gx).step_by(cx as usize) {
                 m.run_cluster([x, y, z])?;
                 clusters += 1;
+                if let Some(report) = m.opts.progress {
+                    report(&Progress {
+                        clusters_done: clusters,
+                        clusters_total,
+                        elapsed: start.elapsed(),
+                    });
+                }
             }
         }
     }

@@ -250,6 +250,17 @@ pub struct Options {
     /// run). The default, 2^28, is ~30x what a 16-CTA cluster of the decode kernel runs and
     /// about ten seconds of interpretation.
     pub max_warp_instructions: u64,
+    /// Called after each cluster finishes: a long run (a large batch on the interpreter
+    /// takes minutes) can say how far it is.
+    pub progress: Option<fn(&Progress)>,
+}
+
+/// How far a run is, as reported to [`Options::progress`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    pub clusters_done: u32,
+    pub clusters_total: u32,
+    pub elapsed: Duration,
 }
 
 impl Default for Options {
@@ -259,6 +270,7 @@ impl Default for Options {
             snapshots: Vec::new(),
             async_proxy_check: true,
             max_warp_instructions: 1 << 28,
+            progress: None,
         }
     }
 }
