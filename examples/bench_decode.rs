@@ -88,6 +88,7 @@ fn slots(width: usize, s_q: usize, set: usize, rng: &mut Rng) -> SlotList {
     SlotList {
         width,
         rows: s_q,
+        row_stride: width,
         ids,
         lens: vec![width as i32; s_q],
     }
@@ -127,6 +128,7 @@ fn problem(cfg: Config, sets: usize, rng: &mut Rng) -> (DecodeProblem, Vec<(Slot
         cos_sin: (0..max_pos * 64)
             .map(|i| ((i % 97) as f32 / 97.0).cos())
             .collect(),
+        cos_sin_stride: 64,
         sink: vec![0.5; cfg.heads],
         softmax_scale: 1.0 / (576f32).sqrt(),
         out: OutputBuffers::filled(OutputLayout::row_major(cfg.s_q, cfg.heads / 8), 0, 0),

@@ -99,7 +99,7 @@ fn naive_rows(p: &DecodeProblem, b: usize) -> Vec<Vec<f64>> {
         };
         let record = cache.format.bytes();
         for i in 0..limit {
-            let id = list.ids[b * list.width + i];
+            let id = list.id(b, i);
             if id < 0 || id as i64 >= (cache.num_blocks * cache.page) as i64 {
                 continue;
             }

@@ -14,10 +14,10 @@
 //! | `q` | BF16 | `[s_q, token_stride]` | Q storage: the first `padded_heads * 512` elements of each row are the chunk-interleaved `[HP, 512]` query (element (h, d) at `(d / 16) * HP * 16 + h * 16 + d % 16`), the rest is padding |
 //! | `swa_cache` | U8 | `[num_blocks, block_stride]` | SWA cache storage: the first `swa_page * 528` bytes of each row are the block's fp8 records |
 //! | `extra_cache` | U8 | `[num_blocks, block_stride]` | compressed cache storage: `extra_page` records of `extra_record` bytes per row, then padding |
-//! | `swa_idx`, `extra_idx` | I32 | `[rows, width]` | slot ids, `rows >= s_q`, `width` = `swa_width` / `extra_width` (may be 0) |
+//! | `swa_idx`, `extra_idx` | I32 | `[rows, row_stride]` | slot-list storage: the first `width` = `swa_width` / `extra_width` (may be 0) ids of each row, then padding; `rows >= s_q`, `row_stride >= width` |
 //! | `swa_len`, `extra_len` | I32 | `[n]`, `n >= s_q` | valid prefix lengths |
 //! | `positions` | I64 | `[n]`, `n >= s_q` | query positions |
-//! | `cos_sin` | F32 | `[max_pos, 64]` | row p: 32 cos then 32 sin |
+//! | `cos_sin` | F32 | `[max_pos, row_stride]` | row p: 32 cos then 32 sin, then padding; `row_stride >= 64` |
 //! | `sink` | F32 | `[n]`, `n >= heads` | sink logits |
 //! | `out_data` | F8_E4M3 | `[len]` | `out_data` storage before the launch; the tensor is `[s_q, groups, 4096]` with strides `out_data_strides` (last dim contiguous) |
 //! | `out_scale` | I32 | `[len]` | `out_scale` storage before the launch; the tensor is `[s_q, groups, 32]` with strides `out_scale_strides` |
@@ -184,7 +184,7 @@ pub fn to_bytes(
         Tensor::new(
             "swa_idx",
             Dtype::I32,
-            vec![p.swa.rows, p.swa.width],
+            vec![p.swa.rows, p.swa.row_stride],
             bytes_of(&p.swa.ids, |v| v.to_le_bytes()),
         ),
         Tensor::new(
@@ -196,7 +196,7 @@ pub fn to_bytes(
         Tensor::new(
             "extra_idx",
             Dtype::I32,
-            vec![p.extra.rows, p.extra.width],
+            vec![p.extra.rows, p.extra.row_stride],
             bytes_of(&p.extra.ids, |v| v.to_le_bytes()),
         ),
         Tensor::new(
@@ -214,7 +214,7 @@ pub fn to_bytes(
         Tensor::new(
             "cos_sin",
             Dtype::F32,
-            vec![p.max_pos(), ROPE_DIM],
+            vec![p.max_pos(), p.cos_sin_stride],
             bytes_of(&p.cos_sin, |v| v.to_le_bytes()),
         ),
         Tensor::new(
@@ -345,11 +345,11 @@ pub fn from_bytes(bytes: &[u8]) -> Result<CaseFile, CaseFileError> {
         i64::from_le_bytes(b.try_into().expect("8 bytes"))
     })?;
     let cos_sin_view = tensor(&file, "cos_sin", Dtype::F32, "F32 (torch.float32)")?;
-    let [_, rope] = shape::<2>(&cos_sin_view, "cos_sin", "[max_pos, 64]")?;
-    if rope != ROPE_DIM {
+    let [_, cos_sin_stride] = shape::<2>(&cos_sin_view, "cos_sin", "[max_pos, row_stride]")?;
+    if cos_sin_stride < ROPE_DIM {
         return Err(CaseFileError::Shape {
             tensor: "cos_sin",
-            expected: "[max_pos, 64]".into(),
+            expected: "[max_pos, row_stride] with row_stride >= 64".into(),
             found: cos_sin_view.shape().to_vec(),
         });
     }
@@ -372,6 +372,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<CaseFile, CaseFileError> {
         extra,
         positions,
         cos_sin,
+        cos_sin_stride,
         sink,
         softmax_scale: meta.text("softmax_scale")?.parse().map_err(|e| {
             CaseFileError::Metadata {
@@ -672,11 +673,11 @@ fn read_slot_list(
     width: usize,
 ) -> Result<SlotList, CaseFileError> {
     let view = tensor(file, ids_name, Dtype::I32, "I32 (torch.int32)")?;
-    let [rows, found_width] = shape::<2>(&view, ids_name, "[rows, width]")?;
-    if found_width != width {
+    let [rows, row_stride] = shape::<2>(&view, ids_name, "[rows, row_stride]")?;
+    if row_stride < width {
         return Err(CaseFileError::Shape {
             tensor: ids_name,
-            expected: format!("[rows, {width}] (the key's width)"),
+            expected: format!("[rows, row_stride] with row_stride >= {width} (the key's width)"),
             found: view.shape().to_vec(),
         });
     }
@@ -684,6 +685,7 @@ fn read_slot_list(
     Ok(SlotList {
         width,
         rows,
+        row_stride,
         ids: values(&view, i32_of),
         lens: vector(file, lens_name, Dtype::I32, "I32 (torch.int32)", i32_of)?,
     })
@@ -807,6 +809,31 @@ mod tests {
         assert_eq!(loaded.problem.sink.last().unwrap().to_bits(), 0x7FA0_0001);
         assert_eq!(loaded.problem.cos_sin[0].to_bits(), 0xFFC0_1234);
         assert_eq!(loaded, case);
+    }
+
+    /// Slot lists and a cos/sin table whose rows are wider than their data, as an engine's
+    /// metadata buffers may be: the file keeps the strides, and the kernel reads through them
+    /// (the padding is slot 0 and NaN, which would change the output if it were read).
+    #[test]
+    fn strided_slot_lists_and_cos_sin_round_trip_and_decode_the_same() {
+        let case = small_case();
+        let mut strided = case.clone();
+        let p = &mut strided.problem;
+        p.swa = p.swa.with_row_stride(p.swa.width + 3, 0);
+        p.extra = p.extra.with_row_stride(p.extra.width + 5, 0);
+        let unaligned = p.with_cos_sin_stride(66, 0.0).validate().unwrap_err();
+        assert!(unaligned.to_string().contains("multiple of 4"), "{unaligned}");
+        *p = p.with_cos_sin_stride(80, f32::NAN);
+        p.validate().unwrap();
+        let loaded = from_bytes(&to_bytes(&strided, None).unwrap()).unwrap().case;
+        assert_eq!(loaded, strided);
+
+        let run = |p: &DecodeProblem| {
+            crate::swap_ab_decode::engine::interpret(p, p.key.target, false, &Default::default())
+                .unwrap()
+                .out
+        };
+        assert_eq!(run(&strided.problem), run(&case.problem));
     }
 
     #[test]

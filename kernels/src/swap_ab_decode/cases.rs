@@ -532,6 +532,7 @@ fn build(
         extra,
         positions,
         cos_sin,
+        cos_sin_stride: ROPE_DIM,
         sink,
         softmax_scale: (1.0 / 576f64.sqrt()) as f32,
         out,

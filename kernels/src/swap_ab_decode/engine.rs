@@ -105,7 +105,7 @@ fn slot_args(mem: &mut Memory, name: &str, list: &SlotList) -> (Arg, Arg) {
         Arg::tensor(
             ids,
             &[list.rows as i64, list.width as i64],
-            &[list.width as i64, 1],
+            &[list.row_stride as i64, 1],
         ),
         Arg::contiguous(lens, &[list.lens.len() as i64]),
     )
@@ -156,9 +156,10 @@ pub fn interpret_kernel(
         &[problem.positions.len() as i64],
     ));
     let cos_sin = mem.alloc_from("cos_sin", &problem.cos_sin);
-    args.push(Arg::contiguous(
+    args.push(Arg::tensor(
         cos_sin,
         &[problem.max_pos() as i64, ROPE_DIM as i64],
+        &[problem.cos_sin_stride as i64, 1],
     ));
     let sink = mem.alloc_from("sink", &problem.sink);
     args.push(Arg::contiguous(sink, &[problem.sink.len() as i64]));
@@ -266,8 +267,9 @@ impl DeviceProblem {
         let layout = problem.out.layout;
         let out_data_ptr = put(upload(stream, &problem.out.data)?);
         let out_scale_ptr = put(upload(stream, &problem.out.scale)?);
-        let list =
-            |ptr: u64, l: &SlotList| DeviceTensor::contiguous::<i32>(ptr, &[l.rows, l.width]);
+        let list = |ptr: u64, l: &SlotList| {
+            DeviceTensor::new::<i32>(ptr, &[l.rows, l.width], &[l.row_stride, 1])
+        };
         let args = DecodeArgs {
             q: DeviceTensor::new::<half::bf16>(
                 q_ptr,
@@ -281,7 +283,11 @@ impl DeviceProblem {
             extra_idx: list(extra_idx, &problem.extra),
             extra_len: DeviceTensor::contiguous::<i32>(extra_len, &[problem.extra.lens.len()]),
             positions: DeviceTensor::contiguous::<i64>(positions, &[problem.positions.len()]),
-            cos_sin: DeviceTensor::contiguous::<f32>(cos_sin, &[problem.max_pos(), ROPE_DIM]),
+            cos_sin: DeviceTensor::new::<f32>(
+                cos_sin,
+                &[problem.max_pos(), ROPE_DIM],
+                &[problem.cos_sin_stride, 1],
+            ),
             sink: DeviceTensor::contiguous::<f32>(sink, &[problem.sink.len()]),
             out_data: DeviceTensor::new::<u8>(
                 out_data_ptr,

@@ -34,7 +34,11 @@ pub struct SlotList {
     pub width: usize,
     /// Rows of `ids`, at least `s_q` (metadata buffers may be longer than the batch).
     pub rows: usize,
-    /// `[rows, width]` row-major slot ids; negative ids are invalid.
+    /// Elements from one row of `ids` to the next, at least `width` (an engine's metadata
+    /// buffer may be wider than the key's list).
+    pub row_stride: usize,
+    /// `[rows, row_stride]` row-major storage: the first `width` of each row are slot ids
+    /// (negative ids are invalid), the rest is padding the kernel never reads.
     pub ids: Vec<i32>,
     /// Valid prefix length per token, at least `s_q` entries; any i32 (clamped to 0..=width).
     pub lens: Vec<i32>,
@@ -46,6 +50,7 @@ impl SlotList {
         SlotList {
             width,
             rows,
+            row_stride: width,
             ids: vec![-1; rows * width],
             lens: vec![0; rows],
         }
@@ -58,12 +63,32 @@ impl SlotList {
             "column {i} of a {}-wide slot list",
             self.width
         );
-        self.ids[b * self.width + i]
+        self.ids[b * self.row_stride + i]
     }
 
     /// Token `b`'s row of ids, writable.
     pub fn row_mut(&mut self, b: usize) -> &mut [i32] {
-        &mut self.ids[b * self.width..(b + 1) * self.width]
+        let start = b * self.row_stride;
+        &mut self.ids[start..start + self.width]
+    }
+
+    /// The same list stored with rows `row_stride` apart, the padding filled with `pad`.
+    pub fn with_row_stride(&self, row_stride: usize, pad: i32) -> SlotList {
+        assert!(
+            row_stride >= self.width,
+            "rows must hold their {} ids",
+            self.width
+        );
+        let mut ids = vec![pad; self.rows * row_stride];
+        for b in 0..self.rows {
+            ids[b * row_stride..][..self.width]
+                .copy_from_slice(&self.ids[b * self.row_stride..][..self.width]);
+        }
+        SlotList {
+            row_stride,
+            ids,
+            ..self.clone()
+        }
     }
 
     /// How many leading columns of token `b` are candidates: `min(len, width)`, 0 for a
@@ -82,9 +107,16 @@ impl SlotList {
         if self.width != width {
             return fail(format!("is {} wide, the key says {width}", self.width));
         }
-        if self.rows < s_q || self.ids.len() != self.rows * self.width {
+        if self.row_stride < width {
             return fail(format!(
-                "needs at least s_q = {s_q} rows of {width} ids; has {} ids for {} rows",
+                "has rows {} apart, narrower than its {width} ids; give each row at least {width}",
+                self.row_stride
+            ));
+        }
+        if self.rows < s_q || self.ids.len() != self.rows * self.row_stride {
+            return fail(format!(
+                "needs at least s_q = {s_q} rows of {} elements; has {} elements for {} rows",
+                self.row_stride,
                 self.ids.len(),
                 self.rows
             ));
@@ -115,8 +147,11 @@ pub struct DecodeProblem {
     pub extra: SlotList,
     /// Query positions, at least `s_q`.
     pub positions: Vec<i64>,
-    /// `[max_pos, 64]`: row p is 32 cos then 32 sin for position p.
+    /// `[max_pos, cos_sin_stride]`: the first 64 of row p are 32 cos then 32 sin for
+    /// position p.
     pub cos_sin: Vec<f32>,
+    /// Elements from one row of `cos_sin` to the next, at least 64.
+    pub cos_sin_stride: usize,
     /// Per-head sink logits, at least `heads`.
     pub sink: Vec<f32>,
     /// Scale of q . kv before the softmax (natural-log units).
@@ -136,6 +171,7 @@ impl PartialEq for DecodeProblem {
             && self.extra == other.extra
             && self.positions == other.positions
             && bits(&self.cos_sin) == bits(&other.cos_sin)
+            && self.cos_sin_stride == other.cos_sin_stride
             && bits(&self.sink) == bits(&other.sink)
             && self.softmax_scale.to_bits() == other.softmax_scale.to_bits()
             && self.out == other.out
@@ -155,12 +191,28 @@ impl DecodeProblem {
 
     /// Rows of the cos/sin table.
     pub fn max_pos(&self) -> usize {
-        self.cos_sin.len() / ROPE_DIM
+        self.cos_sin.len() / self.cos_sin_stride.max(1)
     }
 
     /// The (cos, sin) table row of position `pos`: 32 cos then 32 sin.
     pub fn cos_sin_row(&self, pos: usize) -> &[f32] {
-        &self.cos_sin[pos * ROPE_DIM..(pos + 1) * ROPE_DIM]
+        let start = pos * self.cos_sin_stride;
+        &self.cos_sin[start..start + ROPE_DIM]
+    }
+
+    /// The same problem with the cos/sin table's rows `row_stride` apart, the padding filled
+    /// with `pad`.
+    pub fn with_cos_sin_stride(&self, row_stride: usize, pad: f32) -> DecodeProblem {
+        assert!(row_stride >= ROPE_DIM, "cos_sin rows hold 64 values");
+        let mut cos_sin = vec![pad; self.max_pos() * row_stride];
+        for p in 0..self.max_pos() {
+            cos_sin[p * row_stride..][..ROPE_DIM].copy_from_slice(self.cos_sin_row(p));
+        }
+        DecodeProblem {
+            cos_sin,
+            cos_sin_stride: row_stride,
+            ..self.clone()
+        }
     }
 
     /// Checks every shape against the key and the other tensors, and the scalars the kernel
@@ -214,12 +266,23 @@ impl DecodeProblem {
                 format!("has {} entries for {s_q} tokens", self.positions.len()),
             );
         }
-        if self.cos_sin.len() % ROPE_DIM != 0 || self.cos_sin.is_empty() {
+        if self.cos_sin_stride < ROPE_DIM || self.cos_sin_stride % 4 != 0 {
             return shape(
                 "cos_sin",
                 format!(
-                    "{} values do not make [max_pos, 64] rows",
-                    self.cos_sin.len()
+                    "has rows {} apart; the kernel loads 16-byte pieces of rows of 64 values, \
+                     so give a row stride of at least 64 that is a multiple of 4",
+                    self.cos_sin_stride
+                ),
+            );
+        }
+        if self.cos_sin.len() % self.cos_sin_stride != 0 || self.cos_sin.is_empty() {
+            return shape(
+                "cos_sin",
+                format!(
+                    "{} values do not make [max_pos, {}] rows",
+                    self.cos_sin.len(),
+                    self.cos_sin_stride
                 ),
             );
         }
