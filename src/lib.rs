@@ -119,6 +119,12 @@ pub mod guide {
     #[doc = include_str!("guide/errors.md")]
     pub mod errors {}
 
+    #[doc = include_str!("guide/tensors.md")]
+    pub mod tensors {}
+
+    #[doc = include_str!("guide/copies.md")]
+    pub mod copies {}
+
     #[doc = include_str!("guide/pipelines.md")]
     pub mod pipelines {}
 }
