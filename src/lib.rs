@@ -64,10 +64,16 @@
 //!    add a variant that reuses its stages.
 //! 10. [What errors look like](guide::errors): trace errors with the author's line and
 //!     stage, compile errors, interpreter faults.
-//! 11. [Pipelined kernels](guide::pipelines): TMA copies that complete on mbarriers,
-//!     producer/consumer pipelines, warp roles and register budgets, persistent tiles; the
-//!     GEMM as the running example. The operand type behind partitioning is
-//!     [`kestrel::core::tensor`](crate::core::tensor).
+//! 11. [Tensors and partitioning](guide::tensors): `Tensor<E, Engine>` over global, shared,
+//!     tensor memory and registers; `slice`, `local_tile`, `local_partition`, `at`;
+//!     vectorised copies; tiled-MMA partitioning for wgmma and tcgen05.
+//! 12. [Copies and TMA](guide::copies): `cp.async`, bulk copies completing on mbarriers,
+//!     tensor maps on the host and TMA loads, multicast and stores in the kernel, and what
+//!     the interpreter checks.
+//! 13. [Pipelines](guide::pipelines): `TmaPipeline` and `PipelineState`, the producer and
+//!     consumer protocol, the tcgen05 flavour, misuse and deadlock reports.
+//! 14. [Warp specialisation](guide::warp_specialisation): roles, register budgets, named
+//!     barriers, persistent tiles, and the GEMM (`kernels::gemm`) walked through.
 //!
 //! # Crates
 //!
@@ -127,4 +133,7 @@ pub mod guide {
 
     #[doc = include_str!("guide/pipelines.md")]
     pub mod pipelines {}
+
+    #[doc = include_str!("guide/warp_specialisation.md")]
+    pub mod warp_specialisation {}
 }
