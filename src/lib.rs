@@ -137,3 +137,8 @@ pub mod guide {
     #[doc = include_str!("guide/warp_specialisation.md")]
     pub mod warp_specialisation {}
 }
+
+/// The README's Rust excerpts, compiled with the doctests so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
