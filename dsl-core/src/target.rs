@@ -53,10 +53,13 @@ pub enum Capability {
     NativeE2m1Cvt,
     /// `cvt` to and from `ue8m0x2` (sm_100a).
     Ue8m0Cvt,
+    /// Warp-wide 8x8 matrix loads and stores of shared memory: `ldmatrix` (sm_75+) and
+    /// `stmatrix` (sm_90+).
+    MatrixLdSt,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::Wgmma,
         Capability::Tcgen05,
         Capability::Tmem,
@@ -71,6 +74,7 @@ impl Capability {
         Capability::GridDepControl,
         Capability::NativeE2m1Cvt,
         Capability::Ue8m0Cvt,
+        Capability::MatrixLdSt,
     ];
 
     /// The name messages use (`tcgen05`, `tensor memory`).
@@ -90,6 +94,7 @@ impl Capability {
             Capability::GridDepControl => "programmatic dependent launch",
             Capability::NativeE2m1Cvt => "native e2m1 conversion",
             Capability::Ue8m0Cvt => "native ue8m0 conversion",
+            Capability::MatrixLdSt => "ldmatrix/stmatrix",
         }
     }
 
@@ -168,6 +173,7 @@ const SM90_SM100: Capabilities = Capabilities::of(&[
     Capability::ElectSync,
     Capability::AsyncProxy,
     Capability::GridDepControl,
+    Capability::MatrixLdSt,
 ]);
 
 impl Target {

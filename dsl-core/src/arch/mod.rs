@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod copy;
 pub mod cvt;
+pub mod matrix;
 pub mod mbarrier;
 pub mod memory;
 pub mod operand;

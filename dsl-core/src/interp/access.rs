@@ -223,23 +223,38 @@ impl Machine<'_> {
                     self.mem_fault(w, l, address, total, "global write", why)
                 })?,
                 Space::Shared | Space::SharedCluster => {
-                    let (c, a) = self.shared_target(cl, w, l, space, address, total)?;
-                    let off = cl.ctas[c]
-                        .smem
-                        .write(a, bytes)
-                        .map_err(|e| self.smem_fault(cl, w, l, c, a, total, "write", e))?;
-                    if cl.ctas[c].landed.is_some() {
-                        let t = self.cluster_thread(w, l);
-                        self.check_landed(cl, w, Some(l), t, c, off, total, "the store writes")?;
-                        if let Some(landed) = cl.ctas[c].landed.as_mut() {
-                            landed.clear(off, total);
-                        }
-                    }
-                    self.track_store(cl, w, l, c, off, total)?;
+                    self.write_shared(cl, w, l, space, address, bytes)?
                 }
             }
         }
         Ok(())
+    }
+
+    /// A thread's write of `bytes` at `address` of shared memory (its CTA's, or another's
+    /// through shared::cluster): bounds, mbarrier objects, and the async-proxy bookkeeping.
+    pub(crate) fn write_shared(
+        &mut self,
+        cl: &mut Cluster,
+        w: &Warp,
+        lane: usize,
+        space: Space,
+        address: u64,
+        bytes: &[u8],
+    ) -> Result<(), InterpError> {
+        let total = bytes.len();
+        let (c, a) = self.shared_target(cl, w, lane, space, address, total)?;
+        let off = cl.ctas[c]
+            .smem
+            .write(a, bytes)
+            .map_err(|e| self.smem_fault(cl, w, lane, c, a, total, "write", e))?;
+        if cl.ctas[c].landed.is_some() {
+            let t = self.cluster_thread(w, lane);
+            self.check_landed(cl, w, Some(lane), t, c, off, total, "the store writes")?;
+            if let Some(landed) = cl.ctas[c].landed.as_mut() {
+                landed.clear(off, total);
+            }
+        }
+        self.track_store(cl, w, lane, c, off, total)
     }
 }
 

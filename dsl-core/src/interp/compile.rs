@@ -267,6 +267,21 @@ pub(crate) enum Ins {
         taddr: Slot,
     },
     TcWaitLd,
+    /// Source slots are `lists[list..list + n]`.
+    TcSt {
+        list: u32,
+        n: u32,
+        taddr: Slot,
+    },
+    TcWaitSt,
+    /// `ldmatrix` / `stmatrix`: register slots `lists[list..list + n]`, one per matrix.
+    Matrix {
+        list: u32,
+        n: u32,
+        addr: Slot,
+        trans: bool,
+        store: bool,
+    },
     WgFence,
     WgMma(WgMmaIns),
     WgCommit,
@@ -864,6 +879,12 @@ impl Compiler<'_> {
                     taddr: self.opnd(taddr),
                 },
                 Tcgen05Op::WaitLd => Ins::TcWaitLd,
+                Tcgen05Op::St32x32b { src, taddr } => Ins::TcSt {
+                    list: self.list(src),
+                    n: src.len() as u32,
+                    taddr: self.opnd(taddr),
+                },
+                Tcgen05Op::WaitSt => Ins::TcWaitSt,
                 Tcgen05Op::FenceBeforeThreadSync | Tcgen05Op::FenceAfterThreadSync => Ins::Nop,
             },
             Op::Wgmma(op) => match op {
@@ -1132,6 +1153,20 @@ impl Compiler<'_> {
             MemOp::SmemBase { dst } => Ins::Mov {
                 d: self.reg(*dst),
                 a: self.konst(super::SMEM_BASE as u64),
+            },
+            MemOp::LdMatrix { dst, addr, trans } => Ins::Matrix {
+                list: self.list(dst),
+                n: dst.len() as u32,
+                addr: self.opnd(addr),
+                trans: *trans,
+                store: false,
+            },
+            MemOp::StMatrix { src, addr, trans } => Ins::Matrix {
+                list: self.list(src),
+                n: src.len() as u32,
+                addr: self.opnd(addr),
+                trans: *trans,
+                store: true,
             },
             MemOp::Ld {
                 space,

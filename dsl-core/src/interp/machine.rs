@@ -138,6 +138,8 @@ pub(crate) struct Warp {
     pub(crate) pending: Vec<u16>,
     pub(crate) npending: u32,
     pub(crate) tc_pending: Vec<Slot>,
+    /// The first `tcgen05.st` not yet followed by `tcgen05.wait::st`.
+    pub(crate) tc_unwaited_st: Option<u32>,
     pub(crate) wg_uncommitted: Vec<Slot>,
     pub(crate) wg_groups: VecDeque<Vec<Slot>>,
     /// Per slot: lanes holding a value loaded from never-written tensor memory, and the
@@ -958,6 +960,15 @@ impl<'a> Machine<'a> {
                         w.retire_pending(s);
                     }
                 }
+                Ins::TcSt { list, n, taddr } => self.tc_st(cl, w, *list, *n, *taddr)?,
+                Ins::TcWaitSt => w.tc_unwaited_st = None,
+                Ins::Matrix {
+                    list,
+                    n,
+                    addr,
+                    trans,
+                    store,
+                } => self.matrix(cl, w, *list, *n, *addr, *trans, *store)?,
                 Ins::WgFence => self.require_full_warp(w, "wgmma.fence.sync.aligned")?,
                 Ins::WgMma(op) => {
                     if let Flow::Block = self.wg_mma(cl, w, *op, &mut progressed)? {

@@ -110,6 +110,7 @@ mod debug;
 mod desc;
 mod error;
 mod machine;
+mod matrix;
 mod mbarrier;
 mod memory;
 mod proxy;

@@ -1,6 +1,6 @@
 //! tcgen05 with `cta_group::1` (PTX ISA 9.1 §9.7.16): tensor-memory allocation, the
 //! `kind::f16` MMA from real shared-memory and instruction descriptors, commit to an
-//! mbarrier, and `32x32b` loads. MMAs execute when issued; their asynchrony is checked
+//! mbarrier, and `32x32b` loads and stores. MMAs execute when issued; their asynchrony is checked
 //! through the async-proxy bookkeeping instead (see the module docs of `interp`).
 
 use super::compile::Slot;
@@ -481,19 +481,12 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// `tcgen05.ld.sync.aligned.32x32b.xN`: thread t reads lane `base + t`, columns
-    /// `col .. col + N`. Warp w may access lanes `32 * (w % 4) ..+ 32` only (PTX
-    /// §9.7.16.8.1). The registers count as pending until `tcgen05.wait::ld`.
-    pub(crate) fn tc_ld(
-        &mut self,
-        cl: &mut Cluster,
-        w: &mut Warp,
-        list: u32,
-        n: u32,
-        taddr: Slot,
-    ) -> Result<(), InterpError> {
-        self.require_full_warp(w, "tcgen05.ld.sync.aligned")?;
-        let t = self.uniform(w, taddr, "TMEM address of tcgen05.ld")? as u32;
+    /// The lane quadrant and first column a `32x32b` access of warp `w` names: warp w may
+    /// access lanes `32 * (w % 4) ..+ 32` only (PTX §9.7.16.8.1), and the address (uniform
+    /// across the warp) must start at its quadrant.
+    fn quadrant(&self, w: &Warp, taddr: Slot, what: &str) -> Result<(u32, u32), InterpError> {
+        self.require_full_warp(w, &format!("{what}.sync.aligned"))?;
+        let t = self.uniform(w, taddr, &format!("TMEM address of {what}"))? as u32;
         let (base, col) = (t >> 16, t & 0xffff);
         let quad = 32 * (w.id % 4);
         if base != quad {
@@ -506,6 +499,34 @@ impl Machine<'_> {
                      4) ..+ 32), but the address {t:#x} starts at lane {base}",
                     w.id,
                     quad + 31
+                ),
+            ));
+        }
+        Ok((base, col))
+    }
+
+    /// `tcgen05.ld.sync.aligned.32x32b.xN`: thread t reads lane `base + t`, columns
+    /// `col .. col + N`. The registers count as pending until `tcgen05.wait::ld`; the
+    /// warp's own stores must have been waited for.
+    pub(crate) fn tc_ld(
+        &mut self,
+        cl: &mut Cluster,
+        w: &mut Warp,
+        list: u32,
+        n: u32,
+        taddr: Slot,
+    ) -> Result<(), InterpError> {
+        let (base, col) = self.quadrant(w, taddr, "tcgen05.ld")?;
+        if let Some(pc) = w.tc_unwaited_st {
+            let m = &self.prog.meta[pc as usize];
+            return Err(self.tmem_fault(
+                w,
+                None,
+                None,
+                format!(
+                    "the tcgen05.st at {} may not have completed: wait for it with \
+                     tcgen05.wait::st before reading tensor memory",
+                    m.loc
                 ),
             ));
         }
@@ -534,6 +555,33 @@ impl Machine<'_> {
             w.add_pending(s);
             w.tc_pending.push(s);
         }
+        Ok(())
+    }
+
+    /// `tcgen05.st.sync.aligned.32x32b.xN`: thread t writes lane `base + t`, columns
+    /// `col .. col + N`, with the quadrant rule of the load. The cells are written at once;
+    /// until `tcgen05.wait::st` the warp may not load tensor memory (the store may not have
+    /// landed).
+    pub(crate) fn tc_st(
+        &mut self,
+        cl: &mut Cluster,
+        w: &mut Warp,
+        list: u32,
+        n: u32,
+        taddr: Slot,
+    ) -> Result<(), InterpError> {
+        let (base, col) = self.quadrant(w, taddr, "tcgen05.st")?;
+        let srcs = &self.prog.lists[list as usize..(list + n) as usize];
+        let tmem = &mut cl.ctas[w.cta].tmem;
+        let mut cells = vec![0u32; n as usize];
+        for lane in 0..32usize {
+            for (c, &s) in cells.iter_mut().zip(srcs) {
+                *c = reg(&w.regs, s, lane) as u32;
+            }
+            tmem.write(base + lane as u32, col, &cells)
+                .map_err(|e| self.tmem_err(w, lane, e, "tcgen05.st"))?;
+        }
+        w.tc_unwaited_st.get_or_insert(w.pc);
         Ok(())
     }
 }

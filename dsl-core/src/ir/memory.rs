@@ -83,6 +83,22 @@ pub enum MemOp {
         offset: i32,
         pred: Option<Reg>,
     },
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 {dst..}, [addr]`, N = `dst.len()`
+    /// (1, 2 or 4): warp-collective; lanes `8 m ..+ 8` give the 16-byte row addresses of
+    /// matrix `m`, and register `m` of lane `t` receives row `t / 4`, elements `2 (t % 4)`
+    /// and `+ 1` of it (of its transpose with `trans`), the first in the low half.
+    LdMatrix {
+        dst: Vec<Reg>,
+        addr: Operand,
+        trans: bool,
+    },
+    /// `stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 [addr], {src..}`: the inverse of
+    /// [`MemOp::LdMatrix`], with the same lanes, rows and fragment.
+    StMatrix {
+        src: Vec<Reg>,
+        addr: Operand,
+        trans: bool,
+    },
 }
 
 impl MemOp {
@@ -121,6 +137,18 @@ impl MemOp {
                     f(*p, false);
                 }
             }
+            MemOp::LdMatrix { dst, addr, .. } => {
+                visit_operand(addr, f);
+                for d in dst {
+                    f(*d, true);
+                }
+            }
+            MemOp::StMatrix { src, addr, .. } => {
+                visit_operand(addr, f);
+                for s in src {
+                    f(*s, false);
+                }
+            }
         }
     }
 
@@ -135,6 +163,8 @@ impl MemOp {
                 ..
             } => Requirement::with(Capability::Cluster, 7, 8),
             MemOp::ParamAddress { .. } => Requirement::all(7, 7),
+            MemOp::LdMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 6, 5),
+            MemOp::StMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 7, 8),
             _ => Requirement::all(7, 0),
         }
     }
@@ -150,6 +180,8 @@ impl MemOp {
                 Space::Shared => "ld.shared",
                 Space::SharedCluster => "ld.shared::cluster",
             },
+            MemOp::LdMatrix { .. } => "ldmatrix",
+            MemOp::StMatrix { .. } => "stmatrix",
             MemOp::St { space, .. } => match space {
                 Space::Global => "st.global",
                 Space::Shared => "st.shared",

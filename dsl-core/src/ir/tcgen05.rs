@@ -28,6 +28,11 @@ pub enum Tcgen05Op {
     Ld32x32b { dst: Vec<Reg>, taddr: Operand },
     /// `tcgen05.wait::ld.sync.aligned`.
     WaitLd,
+    /// `tcgen05.st.sync.aligned.32x32b.xN.b32 [taddr], {src..}`, N = `src.len()`: thread t
+    /// writes lane `lane(taddr) + t`, columns `col(taddr) ..+ N`.
+    St32x32b { src: Vec<Reg>, taddr: Operand },
+    /// `tcgen05.wait::st.sync.aligned`: this thread's TMEM stores have completed.
+    WaitSt,
     /// `tcgen05.fence::before_thread_sync`.
     FenceBeforeThreadSync,
     /// `tcgen05.fence::after_thread_sync`.
@@ -57,8 +62,15 @@ impl Tcgen05Op {
                     f(*d, true);
                 }
             }
+            Tcgen05Op::St32x32b { src, taddr } => {
+                visit_operand(taddr, f);
+                for s in src {
+                    f(*s, false);
+                }
+            }
             Tcgen05Op::RelinquishAllocPermit
             | Tcgen05Op::WaitLd
+            | Tcgen05Op::WaitSt
             | Tcgen05Op::FenceBeforeThreadSync
             | Tcgen05Op::FenceAfterThreadSync => {}
         }
@@ -70,7 +82,9 @@ impl Tcgen05Op {
             | Tcgen05Op::RelinquishAllocPermit
             | Tcgen05Op::Dealloc { .. }
             | Tcgen05Op::Ld32x32b { .. }
-            | Tcgen05Op::WaitLd => Capability::Tmem,
+            | Tcgen05Op::WaitLd
+            | Tcgen05Op::St32x32b { .. }
+            | Tcgen05Op::WaitSt => Capability::Tmem,
             Tcgen05Op::Mma { .. }
             | Tcgen05Op::Commit { .. }
             | Tcgen05Op::FenceBeforeThreadSync
@@ -88,6 +102,8 @@ impl Tcgen05Op {
             Tcgen05Op::Commit { .. } => "tcgen05.commit",
             Tcgen05Op::Ld32x32b { .. } => "tcgen05.ld.32x32b",
             Tcgen05Op::WaitLd => "tcgen05.wait::ld",
+            Tcgen05Op::St32x32b { .. } => "tcgen05.st.32x32b",
+            Tcgen05Op::WaitSt => "tcgen05.wait::st",
             Tcgen05Op::FenceBeforeThreadSync => "tcgen05.fence::before_thread_sync",
             Tcgen05Op::FenceAfterThreadSync => "tcgen05.fence::after_thread_sync",
         }

@@ -1,8 +1,8 @@
 //! tcgen05 with `cta_group::1`: TMEM allocation, `kind::f16` MMA from shared-memory
-//! descriptors, commit to an mbarrier, and `32x32b` loads from TMEM.
+//! descriptors, commit to an mbarrier, and `32x32b` loads from and stores to TMEM.
 //!
 //! Tensor memory is 128 lanes x 512 columns of 32-bit cells per CTA; an address is
-//! `lane << 16 | column`. Warp `w` may only load lanes `32 * (w % 4) ..+ 32`.
+//! `lane << 16 | column`. Warp `w` may only load and store lanes `32 * (w % 4) ..+ 32`.
 //!
 //! [`MmaF16Bf16Ss`] is the checked form of [`mma_f16`]: an MMA atom that derives its
 //! instruction descriptor from its shape and checks every issue against the operand tiles.
@@ -15,7 +15,7 @@ use crate::ir::verify::rules;
 use crate::ir::{Op, Operand, SourceLoc, Tcgen05Op};
 use crate::layout::{Major, UmmaAccumulator, UmmaInput, UmmaInstrDesc};
 use crate::trace::val::emit_effect;
-use crate::trace::{IntoVal, Val, trace_error, with_builder};
+use crate::trace::{IntoVal, Val, trace_error, trace_error_at, with_builder};
 
 /// Columns of tensor memory per CTA.
 pub const TMEM_COLUMNS: u32 = 512;
@@ -190,6 +190,34 @@ pub fn ld_32x32b(taddr: Val<u32>, columns: usize) -> Vec<Val<u32>> {
 #[track_caller]
 pub fn wait_ld() {
     emit_effect(Op::Tcgen05(Tcgen05Op::WaitLd));
+}
+
+/// `tcgen05.st.sync.aligned.32x32b.xN.b32`: this thread's `values` into lane `lane(taddr) +
+/// lane id`, columns `col(taddr) ..+ N` (N = `values.len()`, the widths of
+/// [`ld_32x32b`]); `taddr` is warp-uniform and starts at the warp's quadrant
+/// ([`TmemAddr::warp_quadrant`]). Wait with [`wait_st`] before tensor memory is read.
+#[track_caller]
+pub fn st_32x32b(taddr: Val<u32>, values: &[Val<u32>]) {
+    let loc = SourceLoc::caller();
+    if let Err(e) = rules::tcgen05_st_columns(values.len()) {
+        trace_error_at(e, loc);
+    }
+    let src = values.iter().map(|v| v.reg()).collect();
+    with_builder(|b| {
+        b.push(
+            Op::Tcgen05(Tcgen05Op::St32x32b {
+                src,
+                taddr: Operand::Reg(taddr.reg()),
+            }),
+            loc,
+        )
+    });
+}
+
+/// `tcgen05.wait::st`: this thread's TMEM stores have completed.
+#[track_caller]
+pub fn wait_st() {
+    emit_effect(Op::Tcgen05(Tcgen05Op::WaitSt));
 }
 
 /// `tcgen05.fence::before_thread_sync`: orders earlier tcgen05 ops before a thread sync.

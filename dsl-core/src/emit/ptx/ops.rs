@@ -353,6 +353,18 @@ fn mem(p: &mut Printer, op: &MemOp) {
         MemOp::ParamAddress { dst, param } => {
             format!("cvta.param.u64 {}, {};", p.reg(*dst), p.param_name(*param))
         }
+        MemOp::LdMatrix { dst, addr, trans } => format!(
+            "ldmatrix.sync.aligned.m8n8{}.shared.b16 {}, {};",
+            matrix_shape(dst.len(), *trans),
+            matrix_regs(p, dst),
+            address(p, addr, 0)
+        ),
+        MemOp::StMatrix { src, addr, trans } => format!(
+            "stmatrix.sync.aligned.m8n8{}.shared.b16 {}, {};",
+            matrix_shape(src.len(), *trans),
+            address(p, addr, 0),
+            matrix_regs(p, src)
+        ),
         MemOp::Ld {
             space: s,
             ty,
@@ -408,6 +420,17 @@ fn mem(p: &mut Printer, op: &MemOp) {
         }
     };
     p.line(&line);
+}
+
+/// `.xN{.trans}` of ldmatrix and stmatrix.
+fn matrix_shape(n: usize, trans: bool) -> String {
+    format!(".x{n}{}", if trans { ".trans" } else { "" })
+}
+
+/// The braced register vector of ldmatrix and stmatrix (braced for one register too).
+fn matrix_regs(p: &Printer, regs: &[crate::ir::Reg]) -> String {
+    let names: Vec<String> = regs.iter().map(|r| p.reg(*r)).collect();
+    format!("{{{}}}", names.join(", "))
 }
 
 /// The access type suffix; f32 registers move as `.f32`.

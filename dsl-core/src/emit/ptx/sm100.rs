@@ -45,6 +45,16 @@ pub(super) fn tcgen05(p: &mut Printer, op: &Tcgen05Op) {
             )
         }
         Tcgen05Op::WaitLd => "tcgen05.wait::ld.sync.aligned;".to_string(),
+        Tcgen05Op::St32x32b { src, taddr } => {
+            let regs: Vec<String> = src.iter().map(|r| p.reg(*r)).collect();
+            format!(
+                "tcgen05.st.sync.aligned.32x32b.x{}.b32 {}, {{{}}};",
+                src.len(),
+                addr(p, taddr),
+                regs.join(", ")
+            )
+        }
+        Tcgen05Op::WaitSt => "tcgen05.wait::st.sync.aligned;".to_string(),
         Tcgen05Op::FenceBeforeThreadSync => "tcgen05.fence::before_thread_sync;".to_string(),
         Tcgen05Op::FenceAfterThreadSync => "tcgen05.fence::after_thread_sync;".to_string(),
     };

@@ -297,6 +297,10 @@ impl Cx<'_> {
                 self.reg_bits(*dst, 64, "the destination");
             }
             MemOp::SmemBase { dst } => self.reg_bits(*dst, 32, "the destination"),
+            MemOp::LdMatrix { dst, addr, .. } => {
+                self.matrix("ldmatrix", dst, addr, "a destination")
+            }
+            MemOp::StMatrix { src, addr, .. } => self.matrix("stmatrix", src, addr, "a source"),
             MemOp::ParamAddress { dst, param } => {
                 if let Some(kind) = self.param(*param)
                     && !matches!(kind, ParamKind::TensorMap { .. })
@@ -550,16 +554,35 @@ impl Cx<'_> {
             Tcgen05Op::Commit { mbar } => self.smem(mbar, "the mbarrier"),
             Tcgen05Op::Ld32x32b { dst, taddr } => {
                 self.rule(rules::tcgen05_ld_columns(dst.len()));
-                for d in dst {
-                    self.reg_bits(*d, 32, "a destination");
-                }
-                self.opnd_bits(taddr, 32, "the TMEM address");
+                self.tmem_words(dst, taddr, "a destination");
+            }
+            Tcgen05Op::St32x32b { src, taddr } => {
+                self.rule(rules::tcgen05_st_columns(src.len()));
+                self.tmem_words(src, taddr, "a source");
             }
             Tcgen05Op::RelinquishAllocPermit
             | Tcgen05Op::WaitLd
+            | Tcgen05Op::WaitSt
             | Tcgen05Op::FenceBeforeThreadSync
             | Tcgen05Op::FenceAfterThreadSync => {}
         }
+    }
+
+    /// What `tcgen05.ld` and `tcgen05.st` share: 32-bit words and a 32-bit TMEM address.
+    fn tmem_words(&mut self, regs: &[Reg], taddr: &Operand, what: &str) {
+        for r in regs {
+            self.reg_bits(*r, 32, what);
+        }
+        self.opnd_bits(taddr, 32, "the TMEM address");
+    }
+
+    /// `ldmatrix` / `stmatrix`: 1, 2 or 4 b32 registers and a shared-memory address.
+    fn matrix(&mut self, what: &str, regs: &[Reg], addr: &Operand, role: &str) {
+        self.rule(rules::matrix_count(what, regs.len()));
+        for r in regs {
+            self.reg_bits(*r, 32, role);
+        }
+        self.smem(addr, "the row address");
     }
 
     fn wgmma(&mut self, op: &WgmmaOp) {

@@ -75,11 +75,31 @@ pub fn tmem_columns(ncols: u32) -> Result<(), String> {
 
 /// `tcgen05.ld.32x32b.xN`: N a power of two up to 128.
 pub fn tcgen05_ld_columns(columns: usize) -> Result<(), String> {
+    tcgen05_32x32b_columns("tcgen05.ld.32x32b loads", columns)
+}
+
+/// `tcgen05.st.32x32b.xN`: the same N as the load.
+pub fn tcgen05_st_columns(columns: usize) -> Result<(), String> {
+    tcgen05_32x32b_columns("tcgen05.st.32x32b stores", columns)
+}
+
+/// The `.xN` of the `32x32b` shape, loads and stores alike: a power of two up to 128.
+fn tcgen05_32x32b_columns(what: &str, columns: usize) -> Result<(), String> {
     if columns.is_power_of_two() && columns <= 128 {
         Ok(())
     } else {
+        Err(format!("{what} 1, 2, 4, ... or 128 columns, not {columns}"))
+    }
+}
+
+/// `ldmatrix` / `stmatrix` `.m8n8.xN`: 1, 2 or 4 matrices, one b32 register each a lane.
+pub fn matrix_count(what: &str, n: usize) -> Result<(), String> {
+    if matches!(n, 1 | 2 | 4) {
+        Ok(())
+    } else {
         Err(format!(
-            "tcgen05.ld.32x32b loads 1, 2, 4, ... or 128 columns, not {columns}"
+            "{what} moves 1, 2 or 4 8x8 matrices (.x1, .x2, .x4), one b32 register each, not \
+             {n}: split it into such groups"
         ))
     }
 }
