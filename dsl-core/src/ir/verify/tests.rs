@@ -214,6 +214,85 @@ fn tensor_memory_columns_and_load_widths() {
 }
 
 #[test]
+fn tensor_memory_store_widths_and_registers() {
+    let mut b = Build::new(Target::Sm100a);
+    let taddr = b.def(Ty::U32);
+    let src = vec![b.def(Ty::U32), b.def(Ty::U32), b.def(Ty::U32)];
+    let line = b.op(Op::Tcgen05(Tcgen05Op::St32x32b {
+        src,
+        taddr: Operand::Reg(taddr),
+    }));
+    assert_eq!(
+        b.one(line),
+        "tcgen05.st.32x32b stores 1, 2, 4, ... or 128 columns, not 3"
+    );
+
+    let mut b = Build::new(Target::Sm100a);
+    let taddr = b.def(Ty::U32);
+    let wide = b.def(Ty::U64);
+    let line = b.op(Op::Tcgen05(Tcgen05Op::St32x32b {
+        src: vec![wide],
+        taddr: Operand::Reg(taddr),
+    }));
+    assert_eq!(
+        b.one(line),
+        "a source is register #1 of type u64; it must be a 32-bit register"
+    );
+}
+
+#[test]
+fn matrix_counts_registers_and_targets() {
+    let mut b = Build::new(Target::Sm90a);
+    let addr = b.def(Ty::U32);
+    let dst = vec![b.reg(Ty::U32), b.reg(Ty::U32), b.reg(Ty::U32)];
+    let line = b.op(Op::Mem(MemOp::LdMatrix {
+        dst,
+        addr: Operand::Reg(addr),
+        trans: false,
+    }));
+    assert_eq!(
+        b.one(line),
+        "ldmatrix moves 1, 2 or 4 8x8 matrices (.x1, .x2, .x4), one b32 register each, not 3: \
+         split it into such groups"
+    );
+
+    let mut b = Build::new(Target::Sm100a);
+    let addr = b.def(Ty::U64);
+    let src = b.def(Ty::U32);
+    let line = b.op(Op::Mem(MemOp::StMatrix {
+        src: vec![src],
+        addr: Operand::Reg(addr),
+        trans: true,
+    }));
+    assert_eq!(
+        b.one(line),
+        "the row address (a shared-memory address) is register #0 of type u64; it must be a \
+         32-bit register"
+    );
+
+    for target in Target::ALL {
+        for op in [
+            Op::Mem(MemOp::LdMatrix {
+                dst: vec![],
+                addr: Operand::Imm(0),
+                trans: false,
+            }),
+            Op::Mem(MemOp::StMatrix {
+                src: vec![],
+                addr: Operand::Imm(0),
+                trans: false,
+            }),
+        ] {
+            assert!(
+                op.requirement().supports(target),
+                "{} on {target}",
+                op.name()
+            );
+        }
+    }
+}
+
+#[test]
 fn vector_widths() {
     let mut b = Build::new(Target::Sm90a);
     let addr = b.def(Ty::U32);
