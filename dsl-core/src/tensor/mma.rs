@@ -12,6 +12,7 @@
 
 use half::bf16;
 
+use super::atoms::TmemCopy;
 use super::engine::{Engine, Regs, Shared, Tmem};
 use super::view::Tensor;
 use crate::arch::Accumulate;
@@ -25,7 +26,7 @@ use crate::trace::{Bf16x2, Val, trace_error};
 
 /// A (thread, value) layout from per-leaf (row, col) steps, into the column-major index
 /// `row + rows * col` of a `rows`-row tile (the flat index a rank-2 tensor's layout takes).
-fn tv(thread: &[(i64, i64, i64)], values: &[(i64, i64, i64)], rows: i64) -> Layout {
+pub(super) fn tv(thread: &[(i64, i64, i64)], values: &[(i64, i64, i64)], rows: i64) -> Layout {
     let mode = |leaves: &[(i64, i64, i64)]| {
         let shape = IntTuple::tuple(leaves.iter().map(|&(e, _, _)| IntTuple::from(e)));
         let stride = IntTuple::tuple(leaves.iter().map(|&(_, r, c)| IntTuple::from(r + rows * c)));
@@ -50,7 +51,7 @@ fn leaves(f: &fragment::Fragment, mode: usize) -> Vec<(i64, i64, i64)> {
 /// The per-thread view of `c` through the thread-value layout `tv`: thread `thread`'s
 /// elements, shaped like `tv`'s value mode.
 #[track_caller]
-fn partition_tv<E, En: Engine>(
+pub(super) fn partition_tv<E, En: Engine>(
     c: &Tensor<E, En>,
     tv: &Layout,
     thread: Val<u32>,
@@ -453,25 +454,11 @@ impl Tcgen05Tiled {
     }
 
     /// Loads this warp's 32 lanes of the accumulator (`tcgen05.ld.32x32b`, then
-    /// `tcgen05.wait::ld`) into registers: thread t of warp w gets lane `32 (w % 4) + t % 32`,
-    /// all `tile_n` columns, shaped like [`Tcgen05Tiled::partition_c`].
+    /// `tcgen05.wait::ld`) into registers through the [`TmemCopy`] atom, as wide as `tile_n`
+    /// allows: thread t of warp w gets lane `32 (w % 4) + t % 32`, all `tile_n` columns,
+    /// shaped like [`Tcgen05Tiled::partition_c`].
     #[track_caller]
     pub fn load_c(&self, d: &Tensor<f32, Tmem>, warp: Val<u32>) -> Tensor<f32, Regs> {
-        let chunk = (0..=7)
-            .rev()
-            .map(|b| 1i64 << b)
-            .find(|c| self.tile_n % c == 0)
-            .unwrap_or(1);
-        let mut regs = Vec::new();
-        for first in (0..self.tile_n).step_by(chunk as usize) {
-            let taddr = d.tmem_at((0, first)).warp_quadrant(warp);
-            regs.extend(
-                tcgen05::ld_32x32b(taddr, chunk as usize)
-                    .iter()
-                    .map(|v| v.reg()),
-            );
-        }
-        tcgen05::wait_ld();
-        Tensor::registers(regs, Ty::U32, Layout::contiguous(self.tile_n).expect("n:1"))
+        TmemCopy::widest(self.tile_n).load(d, warp)
     }
 }

@@ -88,12 +88,14 @@
 //! assert!(ptx.contains("ld.global.v4.b32"));
 //! ```
 
+pub mod atoms;
 mod compose;
 mod copy;
 mod engine;
 pub mod mma;
 mod view;
 
+pub use atoms::{MatrixAtom, MatrixThread, TiledMatrix, TmemCopy};
 pub use engine::{Engine, Global, MemEngine, Regs, Shared, TensorInt, Tmem};
 pub use mma::{Tcgen05Tiled, WgmmaOperandA, WgmmaThread, WgmmaTiled};
 pub use view::{IntoCoord, Tensor};

@@ -533,6 +533,65 @@ impl<E> Tensor<E, Regs> {
     }
 }
 
+impl Tensor<f32, Regs> {
+    /// A fragment of `layout`'s shape holding `values`, element `i` (flat) in
+    /// `values[layout(i)]`: what an elementwise update of a fragment (`acc.get(i) + x`)
+    /// builds its result from.
+    #[track_caller]
+    pub fn from_values(values: &[Val<f32>], layout: Layout) -> Self {
+        if layout.cosize() != values.len() as i64 {
+            trace_error(format!(
+                "a fragment of layout {layout} needs {} values, got {}",
+                layout.cosize(),
+                values.len()
+            ));
+        }
+        let regs = values.iter().map(|v| v.reg()).collect();
+        Tensor::registers(regs, crate::ir::Ty::F32, layout)
+    }
+}
+
+/// A register fragment flows out of a runtime `if` and around a runtime loop as its
+/// registers; its shape, layout and register class are trace-time facts that must not
+/// change (an accumulator keeps its fragment layout from one iteration to the next).
+impl<E> crate::trace::Carry for Tensor<E, Regs> {
+    fn regs(&self, out: &mut Vec<crate::ir::Reg>) {
+        out.extend_from_slice(&self.engine.regs);
+    }
+
+    fn rebuild(&self, regs: &mut dyn Iterator<Item = crate::ir::Reg>) -> Self {
+        let mut t = self.clone();
+        for r in &mut t.engine.regs {
+            *r = regs.next().expect("one register per fragment register");
+        }
+        t
+    }
+
+    fn static_diff(&self, other: &Self) -> Option<String> {
+        let (a, b) = (&self.engine, &other.engine);
+        if a.regs.len() != b.regs.len() {
+            Some(format!(
+                "its {} registers became {}",
+                a.regs.len(),
+                b.regs.len()
+            ))
+        } else if a.ty != b.ty {
+            Some(format!(
+                "its {} registers became {} registers",
+                a.ty.ptx(),
+                b.ty.ptx()
+            ))
+        } else if self.layout != other.layout || self.offset.constant != other.offset.constant {
+            Some(format!(
+                "its layout {} became {}",
+                self.layout, other.layout
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
