@@ -531,6 +531,23 @@ impl<E> Tensor<E, Regs> {
     pub fn regs(&self) -> &[crate::ir::Reg] {
         &self.engine.regs
     }
+
+    /// The registers as 32-bit words (two bf16 a word, the first in the low half), in
+    /// fragment order: what a raw store or a shuffle moves.
+    #[track_caller]
+    pub fn words(&self) -> Vec<Val<u32>> {
+        self.engine
+            .regs
+            .iter()
+            .map(|&r| {
+                if self.engine.ty == crate::ir::Ty::F32 {
+                    Val::<f32>::from_reg(r).bitcast()
+                } else {
+                    Val::from_reg(r)
+                }
+            })
+            .collect()
+    }
 }
 
 impl Tensor<f32, Regs> {
