@@ -14,11 +14,13 @@
 //!   in the same block or in an enclosing one). The tracer checks this as it records.
 //! - Asynchronous operations and what completes them:
 //!   `tcgen05.mma` -> `tcgen05.commit` -> an mbarrier phase, waited with
-//!   `mbarrier.try_wait.parity`; `tcgen05.ld` -> `tcgen05.wait::ld`; `wgmma.mma_async` ->
-//!   `wgmma.commit_group` -> `wgmma.wait_group`. Shared memory written by ordinary stores and
-//!   read by tcgen05/wgmma needs `fence.proxy.async.shared::cta` and a barrier in between.
-//! - Warp-collective ops (`shfl.sync`, `tcgen05.ld`, `tcgen05.alloc`, `elect.sync`) are
-//!   executed by every lane of the warp with the same control flow; `wgmma.*` by the 128
+//!   `mbarrier.try_wait.parity`; `tcgen05.ld` -> `tcgen05.wait::ld`; `tcgen05.st` ->
+//!   `tcgen05.wait::st`; `wgmma.mma_async` -> `wgmma.commit_group` -> `wgmma.wait_group`.
+//!   Shared memory written by ordinary stores and read by tcgen05/wgmma needs
+//!   `fence.proxy.async.shared::cta` and a barrier in between.
+//! - Warp-collective ops (`shfl.sync`, `ldmatrix`, `stmatrix`, `tcgen05.ld`, `tcgen05.st`,
+//!   `tcgen05.alloc`, `elect.sync`) are executed by every lane of the warp with the same
+//!   control flow; `wgmma.*` by the 128
 //!   threads of a warpgroup; `bar.sync`, `barrier.cluster.*` by every thread of the CTA /
 //!   cluster (`.aligned`).
 //! - Each op's meaning lives in one emitter arm (`emit::ptx`) and one interpreter arm

@@ -522,8 +522,11 @@ impl Tensor<f32, Tmem> {
 
 impl<E> Tensor<E, Regs> {
     /// Registers holding a fragment of `layout`'s shape, element `i` (flat, colexicographic)
-    /// at `regs[layout(i) / per_reg]`.
+    /// at `regs[layout(i) / per_reg]`, counted against the current role's register budget.
+    #[track_caller]
     pub(crate) fn registers(regs: Vec<crate::ir::Reg>, ty: crate::ir::Ty, layout: Layout) -> Self {
+        let loc = crate::ir::SourceLoc::caller();
+        crate::pipeline::roles::count_fragment(regs.len(), "register fragment", loc);
         Tensor::from_parts(Regs { regs, ty }, Affine::zero(), layout)
     }
 

@@ -124,6 +124,17 @@ pub(crate) struct Builder {
     pub(crate) smem_bytes: u32,
     pub(crate) smem_buffers: Vec<SmemBuffer>,
     diagnostics: Vec<Diagnostic>,
+    /// The warp role being traced since `RegisterPlan::enter`, until its region closes.
+    pub(crate) role: Option<RoleBudget>,
+}
+
+/// A role's register budget and the register fragments made in it so far.
+pub(crate) struct RoleBudget {
+    pub(crate) index: usize,
+    pub(crate) budget: u32,
+    /// The frame depth the role was entered at: it ends when that frame closes.
+    depth: usize,
+    pub(crate) fragments: u32,
 }
 
 impl Builder {
@@ -148,7 +159,19 @@ impl Builder {
             smem_bytes: 0,
             smem_buffers: Vec::new(),
             diagnostics: Vec::new(),
+            role: None,
         }
+    }
+
+    /// From here to the end of the current runtime region the code runs as role `index`
+    /// with `budget` registers a thread.
+    pub(crate) fn enter_role(&mut self, index: usize, budget: u32) {
+        self.role = Some(RoleBudget {
+            index,
+            budget,
+            depth: self.frames.len(),
+            fragments: 0,
+        });
     }
 
     fn finish(mut self) -> Result<Kernel, TraceError> {
@@ -333,7 +356,15 @@ impl Builder {
 
     fn pop_frame(&mut self) -> Frame {
         assert!(self.frames.len() > 1, "popped the root frame");
-        self.frames.pop().expect("frame")
+        let frame = self.frames.pop().expect("frame");
+        if self
+            .role
+            .as_ref()
+            .is_some_and(|r| r.depth > self.frames.len())
+        {
+            self.role = None;
+        }
+        frame
     }
 
     pub(crate) fn begin_if(&mut self, cond: Reg, loc: SourceLoc) {

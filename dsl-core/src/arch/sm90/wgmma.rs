@@ -28,7 +28,9 @@ impl Accumulator {
         if let Err(e) = rules::wgmma_n(n) {
             trace_error(e);
         }
-        let regs = zeroed_f32_registers((n / 2) as usize, SourceLoc::caller());
+        let loc = SourceLoc::caller();
+        crate::pipeline::roles::count_fragment((n / 2) as usize, "wgmma accumulator", loc);
+        let regs = zeroed_f32_registers((n / 2) as usize, loc);
         Accumulator { n, regs }
     }
 
