@@ -1,8 +1,9 @@
 //! A GEMM tile written with tensors end to end, in the interpreter, exact against the host:
 //! global -> shared copies through `local_partition`, the MMA through the tiled MMA's
 //! partitions (wgmma SS and RS on sm_90a, tcgen05 SS with C in TMEM on sm_100a), and the C
-//! fragment stored through `partition_c`. Inputs are small integers, so every product and
-//! sum is exact in f32 whatever the order.
+//! fragment stored through `partition_c`; K-steps issued in two ranges (`gemm_k_steps`), and
+//! a tcgen05 tile of two M blocks side by side in tensor memory. Inputs are small integers,
+//! so every product and sum is exact in f32 whatever the order.
 
 use dsl_core::Target;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
@@ -25,24 +26,26 @@ const K: i64 = 64;
 
 /// A [M, K] and B [N, K] row-major (TN), C [M, N] row-major f32, K in tiles of 64.
 struct Problem {
+    m: i64,
     k: i64,
     a: Vec<bf16>,
     b: Vec<bf16>,
 }
 
 impl Problem {
-    fn new(k: i64) -> Self {
+    fn new(m: i64, k: i64) -> Self {
         let v = |i: i64, s: i64| bf16::from_f32(((i * s + 3) % 9 - 4) as f32);
         Problem {
+            m,
             k,
-            a: (0..M * k).map(|i| v(i, 7)).collect(),
+            a: (0..m * k).map(|i| v(i, 7)).collect(),
             b: (0..N * k).map(|i| v(i, 5)).collect(),
         }
     }
 
     fn reference(&self) -> Vec<f32> {
-        let mut c = vec![0.0f32; (M * N) as usize];
-        for m in 0..M {
+        let mut c = vec![0.0f32; (self.m * N) as usize];
+        for m in 0..self.m {
             for n in 0..N {
                 let dot: f64 = (0..self.k)
                     .map(|k| {
@@ -60,11 +63,11 @@ impl Problem {
         let mut mem = Memory::new();
         let a = mem.alloc_from("a", &self.a);
         let b = mem.alloc_from("b", &self.b);
-        let c = mem.alloc("c", (M * N * 4) as usize);
+        let c = mem.alloc("c", (self.m * N * 4) as usize);
         let args = [
-            Arg::tensor(a, &[M, self.k], &[self.k, 1]),
+            Arg::tensor(a, &[self.m, self.k], &[self.k, 1]),
             Arg::tensor(b, &[N, self.k], &[self.k, 1]),
-            Arg::tensor(c, &[M, N], &[N, 1]),
+            Arg::tensor(c, &[self.m, N], &[N, 1]),
         ];
         run(kernel, &mut mem, &args, &Launch::grid([1, 1, 1])).unwrap();
         mem.read::<f32>(c)
@@ -99,7 +102,8 @@ fn stage_tiles(
 ) {
     let tid = thread_idx_x();
     let v = Some(&[1, 8][..]);
-    let ta = ga.local_tile(&[M, 64], (0, kt));
+    let m = sa.static_extent(0).unwrap();
+    let ta = ga.local_tile(&[m, 64], (0, kt));
     let tb = gb.local_tile(&[N, 64], (0, kt));
     ta.local_partition(copier, tid, v)
         .copy_to(&sa.local_partition(copier, tid, v));
@@ -109,7 +113,14 @@ fn stage_tiles(
     sync_threads();
 }
 
-fn wgmma_kernel(k: i64, rs: bool) -> Kernel {
+/// How a K tile's four K-steps are issued: one `gemm`, or `gemm_k_steps` over 0..2 and 2..4.
+#[derive(Clone, Copy)]
+enum Steps {
+    Whole,
+    TwoRanges,
+}
+
+fn wgmma_kernel(k: i64, rs: bool, steps: Steps) -> Kernel {
     trace_kernel("tensor_gemm_sm90", Target::Sm90a, || {
         threads(256, 1, 1);
         let (ga, gb, gc) = params();
@@ -134,7 +145,13 @@ fn wgmma_kernel(k: i64, rs: bool) -> Kernel {
             };
             let b = thr.partition_b(&sb);
             wgmma::fence();
-            thr.gemm(&acc, &a, &b, kt > 0);
+            match steps {
+                Steps::Whole => thr.gemm(&acc, &a, &b, kt > 0),
+                Steps::TwoRanges => {
+                    thr.gemm_k_steps(&acc, &a, &b, 0..2, kt > 0);
+                    thr.gemm_k_steps(&acc, &a, &b, 2..4, true);
+                }
+            }
             wgmma::commit_group();
             wgmma::wait_group(0);
             // The next K tile overwrites the shared tiles.
@@ -145,12 +162,16 @@ fn wgmma_kernel(k: i64, rs: bool) -> Kernel {
     .unwrap()
 }
 
-fn tcgen05_kernel(k: i64) -> Kernel {
+/// tcgen05 over `[m, N]` (m = 128, or 256: two M blocks side by side in tensor memory) with
+/// `m` threads, each storing its row.
+fn tcgen05_kernel(m: i64, k: i64, steps: Steps) -> Kernel {
     trace_kernel("tensor_gemm_sm100", Target::Sm100a, || {
-        threads(128, 1, 1);
+        threads(m as u32, 1, 1);
+        // One block of N columns for each 128 rows.
+        let columns = (N * m / 128) as u32;
         let (ga, gb, gc) = params();
         let sa =
-            smem_tile("a", canonical::k_major(Swizzle::B128, M, 64, 2).unwrap()).tensor::<bf16>();
+            smem_tile("a", canonical::k_major(Swizzle::B128, m, 64, 2).unwrap()).tensor::<bf16>();
         let sb =
             smem_tile("b", canonical::k_major(Swizzle::B128, N, 64, 2).unwrap()).tensor::<bf16>();
         let bar = smem_alloc("bar", 8, 8);
@@ -159,7 +180,7 @@ fn tcgen05_kernel(k: i64) -> Kernel {
         let (tid, warp) = (thread_idx_x(), warp_id());
         branch(warp.eq(0u32), (), &[], SourceLoc::caller(), |t, ()| {
             if t {
-                tcgen05::alloc(slot.addr(), 64);
+                tcgen05::alloc(slot.addr(), columns);
                 tcgen05::relinquish_alloc_permit();
             }
             ((), ())
@@ -175,20 +196,32 @@ fn tcgen05_kernel(k: i64) -> Kernel {
         sync_threads();
         tcgen05::fence_after_thread_sync();
         let base: Val<u32> = load(slot.addr());
-        let tiled = Tcgen05Tiled::ss(
+        let tiled = Tcgen05Tiled::ss_tile(
             tcgen05::MmaF16Bf16Ss::bf16(128, 64, Major::K, Major::K),
             Major::K,
             Major::K,
+            m,
             N,
         );
+        assert_eq!(tiled.columns(), columns);
         let d = tiled.partition_fragment_c(TmemAddr::from_base(base));
-        let copier: Layout = "(16,8):(8,1)".parse().unwrap();
+        let copier = Layout::new(
+            dsl_core::layout::IntTuple::of(&[m / 8, 8]),
+            dsl_core::layout::IntTuple::of(&[8, 1]),
+        )
+        .unwrap();
         for kt in 0..k / 64 {
             stage_tiles(&ga, &gb, &sa, &sb, &copier, kt);
             let (a, b) = (tiled.partition_a(&sa), tiled.partition_b(&sb));
             branch(tid.eq(0u32), (), &[], SourceLoc::caller(), |t, ()| {
                 if t {
-                    tiled.gemm(&d, &a, &b, kt > 0);
+                    match steps {
+                        Steps::Whole => tiled.gemm(&d, &a, &b, kt > 0),
+                        Steps::TwoRanges => {
+                            tiled.gemm_k_steps(&d, &a, &b, 0..2, kt > 0);
+                            tiled.gemm_k_steps(&d, &a, &b, 2..4, true);
+                        }
+                    }
                     tcgen05::commit(mbar);
                 }
                 ((), ())
@@ -198,14 +231,14 @@ fn tcgen05_kernel(k: i64) -> Kernel {
         }
         let c = tiled.load_c(&d, warp);
         tiled
-            .partition_c(&gc.local_tile(&[M, N], (0, 0)), tid)
+            .partition_c(&gc.local_tile(&[m, N], (0, 0)), tid)
             .store(&c);
         tcgen05::fence_before_thread_sync();
         sync_threads();
         branch(warp.eq(0u32), (), &[], SourceLoc::caller(), |t, ()| {
             if t {
                 tcgen05::fence_after_thread_sync();
-                tcgen05::dealloc(TmemAddr::from_base(base), 64);
+                tcgen05::dealloc(TmemAddr::from_base(base), columns);
             }
             ((), ())
         });
@@ -215,26 +248,47 @@ fn tcgen05_kernel(k: i64) -> Kernel {
 
 #[test]
 fn wgmma_ss_tile_through_tensors_is_exact() {
-    let p = Problem::new(2 * K);
-    assert_eq!(p.run(&wgmma_kernel(p.k, false)), p.reference());
+    let p = Problem::new(M, 2 * K);
+    assert_eq!(
+        p.run(&wgmma_kernel(p.k, false, Steps::Whole)),
+        p.reference()
+    );
 }
 
 #[test]
 fn wgmma_rs_tile_through_tensors_is_exact() {
-    let p = Problem::new(2 * K);
-    assert_eq!(p.run(&wgmma_kernel(p.k, true)), p.reference());
+    let p = Problem::new(M, 2 * K);
+    assert_eq!(p.run(&wgmma_kernel(p.k, true, Steps::Whole)), p.reference());
+}
+
+#[test]
+fn wgmma_k_steps_in_two_ranges_are_exact() {
+    let p = Problem::new(M, 2 * K);
+    for rs in [false, true] {
+        let kernel = wgmma_kernel(p.k, rs, Steps::TwoRanges);
+        assert_eq!(p.run(&kernel), p.reference(), "rs = {rs}");
+    }
 }
 
 #[test]
 fn tcgen05_tile_through_tensors_is_exact() {
-    let p = Problem::new(2 * K);
-    assert_eq!(p.run(&tcgen05_kernel(p.k)), p.reference());
+    let p = Problem::new(M, 2 * K);
+    assert_eq!(p.run(&tcgen05_kernel(M, p.k, Steps::Whole)), p.reference());
+}
+
+/// Two M blocks of 128 rows, the second at the columns after the first's, each loaded by
+/// the warps of its 128 threads; K-steps in two ranges.
+#[test]
+fn tcgen05_two_m_blocks_in_two_k_ranges_are_exact() {
+    let p = Problem::new(2 * M, 2 * K);
+    let kernel = tcgen05_kernel(p.m, p.k, Steps::TwoRanges);
+    assert_eq!(p.run(&kernel), p.reference());
 }
 
 /// The RS form assembles for sm_90a (when a ptxas is installed).
 #[test]
 fn wgmma_rs_assembles() {
-    let kernel = wgmma_kernel(K, true);
+    let kernel = wgmma_kernel(K, true, Steps::Whole);
     let ptx = dsl_core::emit::ptx::emit(&kernel).unwrap();
     assert!(
         ptx.text.contains("}, {%r"),

@@ -10,13 +10,15 @@
 //! The C views come from the atoms' fragment layouts (`layout::fragment`) composed with the
 //! C tensor's layout, so a store of the accumulator needs no index arithmetic of its own.
 
+use std::ops::Range;
+
 use half::bf16;
 
 use super::atoms::TmemCopy;
 use super::engine::{Engine, Regs, Shared, Tmem};
 use super::view::Tensor;
 use crate::arch::Accumulate;
-use crate::arch::operand::{DescFormat, SmemOperand};
+use crate::arch::operand::{DescFormat, MnBlock, SmemOperand};
 use crate::arch::sm90::wgmma::{self, Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};
 use crate::arch::sm100::tcgen05::{self, TmemAddr};
 use crate::ir::{SourceLoc, Ty};
@@ -65,6 +67,16 @@ pub(super) fn partition_tv<E, En: Engine>(
         Ok((offset, composed.mode(1)?, c.mode_align(&thread_mode)))
     })();
     c.rebased(what, result)
+}
+
+/// The accumulate flag of K-step `ks` of `steps`: `first` for the range's first step, add
+/// for the rest.
+fn first_step_scale(ks: i64, steps: &Range<i64>, first: Accumulate) -> Accumulate {
+    if ks == steps.start {
+        first
+    } else {
+        Accumulate::Static(true)
+    }
 }
 
 /// A canonical operand tile for an MMA from a shared-memory tensor (its swizzle, offset
@@ -296,6 +308,22 @@ impl WgmmaThread {
         b: &SmemOperand,
         accumulate: impl Into<Accumulate>,
     ) {
+        let k_steps = b.shape().map_or(0, |(_, k)| k / 16);
+        self.gemm_k_steps(acc, a, b, 0..k_steps, accumulate);
+    }
+
+    /// [`WgmmaThread::gemm`] over K-steps `steps` only (16 elements of K each), e.g. the
+    /// rows of a tile that only some CTAs fill: `accumulate` applies to the range's first
+    /// step. Each M and N repeat takes the whole range before the next repeat.
+    #[track_caller]
+    pub fn gemm_k_steps(
+        &self,
+        acc: &Tensor<f32, Regs>,
+        a: &WgmmaOperandA,
+        b: &SmemOperand,
+        steps: Range<i64>,
+        accumulate: impl Into<Accumulate>,
+    ) {
         let t = &self.tiled;
         let accumulate = accumulate.into();
         let k_steps = b.shape().map_or(0, |(_, k)| k / 16);
@@ -306,12 +334,8 @@ impl WgmmaThread {
                 let first = (mr + t.m_reps() * nr) as usize * half;
                 let frag = Accumulator::from_regs(t.n, acc.regs()[first..first + half].to_vec());
                 let b_block = b.at_mn(i64::from(t.n) * nr);
-                for ks in 0..k_steps {
-                    let scale = if ks == 0 {
-                        accumulate
-                    } else {
-                        Accumulate::Static(true)
-                    };
+                for ks in steps.clone() {
+                    let scale = first_step_scale(ks, &steps, accumulate);
                     match (t.a, a) {
                         (WgmmaA::Smem(atom), WgmmaOperandA::Smem(a)) => {
                             let rows = group * a.block_offset(64, 0);
@@ -338,13 +362,16 @@ impl WgmmaThread {
     }
 }
 
-/// `tcgen05.mma` (`cta_group::1`) over a CTA tile `[M, tile_n]`, M the atom's: the atom
-/// repeated across N, C in tensor memory.
+/// `tcgen05.mma` (`cta_group::1`) over a CTA tile `[tile_m, tile_n]`: the atom repeated
+/// across N and down M, C in tensor memory. Tensor memory has one lane per row of an
+/// M = 128 atom, so the M blocks of a taller tile lie one after the other along the
+/// columns: block `r` of the tile takes columns `r tile_n ..`.
 #[derive(Clone, Copy, Debug)]
 pub struct Tcgen05Tiled {
     atom: tcgen05::MmaF16Bf16Ss,
     a_major: Major,
     b_major: Major,
+    tile_m: i64,
     tile_n: i64,
 }
 
@@ -352,11 +379,26 @@ impl Tcgen05Tiled {
     /// `atom` across `tile_n` columns (a multiple of its N, at most 512 TMEM columns).
     #[track_caller]
     pub fn ss(atom: tcgen05::MmaF16Bf16Ss, a_major: Major, b_major: Major, tile_n: i64) -> Self {
-        let n = i64::from(atom.n());
-        if tile_n % n != 0 || tile_n > i64::from(tcgen05::TMEM_COLUMNS) {
+        Self::ss_tile(atom, a_major, b_major, i64::from(atom.m()), tile_n)
+    }
+
+    /// `atom` over `[tile_m, tile_n]`: `tile_m` a multiple of its M, `tile_n` of its N, and
+    /// the `tile_m / M` blocks of `tile_n` columns within the 512 TMEM columns.
+    #[track_caller]
+    pub fn ss_tile(
+        atom: tcgen05::MmaF16Bf16Ss,
+        a_major: Major,
+        b_major: Major,
+        tile_m: i64,
+        tile_n: i64,
+    ) -> Self {
+        let (m, n) = (i64::from(atom.m()), i64::from(atom.n()));
+        let columns = tile_n * (tile_m / m).max(1);
+        if tile_m % m != 0 || tile_n % n != 0 || columns > i64::from(tcgen05::TMEM_COLUMNS) {
             trace_error(format!(
-                "a tcgen05.mma m{}n{n} tiling covers a multiple of {n} columns up to {}, got {tile_n}",
-                atom.m(),
+                "a tcgen05.mma m{m}n{n} tiling covers a multiple of {m} rows and {n} columns, \
+                 its row blocks side by side in at most {} columns, got [{tile_m}, {tile_n}] \
+                 ({columns} columns)",
                 tcgen05::TMEM_COLUMNS
             ));
         }
@@ -364,21 +406,39 @@ impl Tcgen05Tiled {
             atom,
             a_major,
             b_major,
+            tile_m,
             tile_n,
         }
+    }
+
+    fn m_reps(&self) -> i64 {
+        (self.tile_m / i64::from(self.atom.m())).max(1)
     }
 
     fn n_reps(&self) -> i64 {
         (self.tile_n / i64::from(self.atom.n())).max(1)
     }
 
-    /// The accumulator `[M, tile_n]` in tensor memory from `base` (an allocation of at
-    /// least `tile_n` columns): (row, col) -> TMEM address.
+    /// The TMEM columns the accumulator takes: `tile_n` for each M block.
+    pub fn columns(&self) -> u32 {
+        (self.tile_n * self.m_reps()) as u32
+    }
+
+    /// The accumulator `[tile_m, tile_n]` in tensor memory from `base` (an allocation of at
+    /// least [`Tcgen05Tiled::columns`] columns from there): (row, col) -> TMEM address.
     #[track_caller]
     pub fn partition_fragment_c(&self, base: TmemAddr) -> Tensor<f32, Tmem> {
         let n = i64::from(self.atom.n());
         let layout = fragment::tmem_accumulator(self.atom.m(), self.atom.n()).and_then(|atom| {
-            let rows = atom.mode(0)?;
+            let block_rows = atom.mode(0)?;
+            let rows = if self.m_reps() == 1 {
+                block_rows
+            } else {
+                Layout::new(
+                    IntTuple::tuple([block_rows.shape().clone(), IntTuple::from(self.m_reps())]),
+                    IntTuple::tuple([block_rows.stride().clone(), IntTuple::from(self.tile_n)]),
+                )?
+            };
             let cols = Layout::new(IntTuple::of(&[n, self.n_reps()]), IntTuple::of(&[1, n]))?;
             Ok(Layout::from_modes([rows, cols]))
         });
@@ -399,8 +459,8 @@ impl Tcgen05Tiled {
         operand_of(b, self.b_major, DescFormat::Umma)
     }
 
-    /// Issues every K-step for every N repeat: `D (+)= A . B^T`; `accumulate` applies to
-    /// the first K-step. Issue from one thread, then `tcgen05::commit`.
+    /// Issues every K-step for every M and N repeat: `D (+)= A . B^T`; `accumulate` applies
+    /// to the first K-step. Issue from one thread, then `tcgen05::commit`.
     #[track_caller]
     pub fn gemm(
         &self,
@@ -409,24 +469,44 @@ impl Tcgen05Tiled {
         b: &SmemOperand,
         accumulate: impl Into<Accumulate>,
     ) {
-        let accumulate = accumulate.into();
-        let n = i64::from(self.atom.n());
         let k_steps = a.shape().map_or(0, |(_, k)| k / 16);
-        for nr in 0..self.n_reps() {
-            let dn = d.tmem_at((0, n * nr));
-            for ks in 0..k_steps {
-                let scale = if ks == 0 {
-                    accumulate
-                } else {
-                    Accumulate::Static(true)
-                };
-                self.atom.mma(dn, a, b.at_mn(n * nr), ks, scale);
+        self.gemm_k_steps(d, a, b, 0..k_steps, accumulate);
+    }
+
+    /// [`Tcgen05Tiled::gemm`] over K-steps `steps` only (16 elements of K each), e.g. the
+    /// rows of a tile that only some CTAs fill: `accumulate` applies to the range's first
+    /// step. Each M block (and N repeat within it) takes the whole range before the next.
+    #[track_caller]
+    pub fn gemm_k_steps(
+        &self,
+        d: &Tensor<f32, Tmem>,
+        a: &SmemOperand,
+        b: &SmemOperand,
+        steps: Range<i64>,
+        accumulate: impl Into<Accumulate>,
+    ) {
+        let accumulate = accumulate.into();
+        let (m, n) = (i64::from(self.atom.m()), i64::from(self.atom.n()));
+        for mr in 0..self.m_reps() {
+            // A single block keeps the atom's check that A is exactly its M rows.
+            let a_block: MnBlock<'_> = if self.m_reps() == 1 {
+                a.into()
+            } else {
+                a.at_mn(m * mr)
+            };
+            for nr in 0..self.n_reps() {
+                let dn = d.tmem_at((m * mr, n * nr));
+                for ks in steps.clone() {
+                    let scale = first_step_scale(ks, &steps, accumulate);
+                    self.atom.mma(dn, a_block, b.at_mn(n * nr), ks, scale);
+                }
             }
         }
     }
 
-    /// The epilogue's threads (the CTA's first four warps, `thread` in 0..128): thread t
-    /// owns row t of C (M = 128: lane t of tensor memory), all `tile_n` columns.
+    /// The epilogue's threads (the CTA's first `tile_m / 32` warps, `thread` in
+    /// 0..tile_m): thread t owns row t of C (M = 128: lane t % 128 of M block t / 128), all
+    /// `tile_n` columns.
     fn tv_c(&self) -> Result<Layout, LayoutError> {
         if self.atom.m() != 128 {
             return Err(LayoutError::new(
@@ -437,10 +517,14 @@ impl Tcgen05Tiled {
                 ),
             ));
         }
-        Ok(tv(&[(128, 1, 0)], &[(self.tile_n, 0, 1)], 128))
+        Ok(tv(
+            &[(self.tile_m, 1, 0)],
+            &[(self.tile_n, 0, 1)],
+            self.tile_m,
+        ))
     }
 
-    /// Thread `thread`'s row of the C tile `[128, tile_n]` (any memory), in the order of
+    /// Thread `thread`'s row of the C tile `[tile_m, tile_n]` (any memory), in the order of
     /// [`Tcgen05Tiled::load_c`].
     #[track_caller]
     pub fn partition_c<E, En: Engine>(&self, c: &Tensor<E, En>, thread: Val<u32>) -> Tensor<E, En> {
@@ -453,12 +537,20 @@ impl Tcgen05Tiled {
         }
     }
 
-    /// Loads this warp's 32 lanes of the accumulator (`tcgen05.ld.32x32b`, then
-    /// `tcgen05.wait::ld`) into registers through the [`TmemCopy`] atom, as wide as `tile_n`
-    /// allows: thread t of warp w gets lane `32 (w % 4) + t % 32`, all `tile_n` columns,
-    /// shaped like [`Tcgen05Tiled::partition_c`].
+    /// Loads this warp's 32 lanes of `d`, the accumulator or a column tile of it
+    /// ([`Tensor::local_tile`]), every column of `d`, into registers through the
+    /// [`TmemCopy`] atom, as wide as the columns allow: thread t of warp w gets lane
+    /// `32 (w % 4) + t % 32` of M block `w / 4` (the only one of a 128-row `d`). The whole
+    /// accumulator's registers are shaped like [`Tcgen05Tiled::partition_c`].
     #[track_caller]
     pub fn load_c(&self, d: &Tensor<f32, Tmem>, warp: Val<u32>) -> Tensor<f32, Regs> {
-        TmemCopy::widest(self.tile_n).load(d, warp)
+        let rows = d.static_extent(0).unwrap_or(self.tile_m);
+        let columns = d.static_extent(1).unwrap_or(self.tile_n);
+        let block = if rows > 128 {
+            d.local_tile(&[128, columns], (warp >> 2u32, 0u32))
+        } else {
+            d.clone()
+        };
+        TmemCopy::widest(columns).load(&block, warp)
     }
 }
