@@ -39,7 +39,7 @@ use half::bf16;
 
 use super::inputs::{KvList, QueryInputs, stage_inputs, zero_stale_rows};
 use super::merge::{EpilogueTensors, gather_stats, merge_and_store, pull_partials};
-use super::mma::Mma;
+use super::mma::MmaSetup;
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::softmax::{column_sums, softmax_to_p, write_stats};
@@ -210,7 +210,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     };
 
     stage("0: barriers, tensor memory, wait for the previous grid");
-    let mma = Mma::setup(&plan, &buf, tid);
+    let mma = MmaSetup::new(&plan, tid);
     // Every global read below may depend on the PDL predecessor.
     grid_dependency_wait();
     mma.allocate(warp);
@@ -244,14 +244,14 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     // The MMAs read what the threads stored: make it visible to the async proxy.
     fence_proxy_async_shared();
     sync_threads();
-    let mma = mma.after_sync();
+    let mma = mma.after_sync(&plan);
 
     if tile_live {
         stage("3: S[128, H] = KV . Q^T");
-        mma.scores(&plan, &buf, warp);
+        mma.scores(&buf, warp);
 
         stage("4: softmax down each head's column; P = hi + lo");
-        let scores = mma.load_scores(&plan, &buf, warp, lane);
+        let scores = mma.load_scores(&plan, warp, lane);
         let probs = softmax_to_p(&plan, &buf, scores, params.scale_log2, warp, lane);
         fence_proxy_async_shared();
         sync_threads();
@@ -263,7 +263,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
         write_stats(&plan, &buf, tid, rank);
 
         stage("6: O = hi + lo -> fp32 partial [H, 512] over the KV tile");
-        mma.store_partial(&plan, &buf, outputs, warp, lane);
+        outputs.store_partial(&plan, &buf, warp);
     } else {
         stage("6: no valid row: a zero partial and zero statistics for the peers");
         let zero = Val::<f32>::constant(0.0);

@@ -1,83 +1,119 @@
-//! The stages that differ by target: the two MMAs and where their accumulators live.
+//! The stages that differ by target: the two MMAs and where their accumulators live, through
+//! the tiled MMA atoms of `dsl_core::tensor`.
 //!
-//! sm_100a: one elected thread issues `tcgen05.mma` into tensor memory and commits to an
-//! mbarrier; threads read accumulators back with `tcgen05.ld` (warp w reads lane quadrant
-//! w % 4). sm_90a: warpgroups issue `wgmma` into registers; S goes through a shared-memory
-//! stand-in so the softmax reads the same rows and columns as from TMEM, and O is combined
-//! straight from the registers into the partial.
+//! Both MMAs are `D = A . B^T` with A and B in shared memory:
+//! - S`[128, H]` = KV`[128, 512]` . Q`[H, 512]`^T, both K-major;
+//! - O^T`[512, 2H]` = V^T`[512, rows]` . P^T (B = `[P_hi | P_lo]` stored `[2H, 128]`), both
+//!   MN-major (V^T is the KV tile's transposed view); the `rows` K-steps are the tile's 64
+//!   SWA rows, and the other 64 where the CTA holds a compressed tile
+//!   ([`dsl_core::tensor::Tcgen05Tiled::gemm_k_steps`]).
+//!
+//! sm_100a ([`Tcgen05Stage`]): [`Tcgen05Tiled`] with C in tensor memory. S is an `m128nH`
+//! atom at columns `s_column ..`; O^T is an `m128n2H` atom over four M blocks of 128 dims,
+//! which the tiling lays side by side at columns `2H mb ..`. One elected thread issues and
+//! commits to an mbarrier; warp w reads its lane quadrant w % 4 with `load_c`: the scores'
+//! column group w / 4, and row `tid` of O^T (M block w / 4).
+//!
+//! sm_90a ([`WgmmaStage`]): [`WgmmaTiled`] with C in registers. S is `m64nH` over warpgroups
+//! 0 and 1 (rows 0..64 and 64..128), stored through `partition_c` into a shared-memory
+//! stand-in so that the softmax reads the same rows and columns as from TMEM; O^T is
+//! `m64n2H` over the four warpgroups (warpgroup g: dims `64 g ..` and `256 + 64 g ..`), kept
+//! in registers across the column sums.
+//!
+//! Either way the partial `[H, 512]` is seen as O^T's C tile `[512, (H, 2)]`, the hi and lo
+//! column of a head on one cell: `partition_c` of it says where each accumulator element
+//! goes, and the two that meet there are summed (O = hi + lo).
 
 use dsl_core::Target;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
-use dsl_core::arch::memory::{load, load_vec, store, store_vec};
-use dsl_core::arch::operand::{DescFormat, SmemOperand};
-use dsl_core::arch::sm90::wgmma::{self, Accumulator};
+use dsl_core::arch::memory::{Smem, load, load_vec, store};
+use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::sync_threads;
-use dsl_core::arch::thread::elect_one;
-use dsl_core::layout::{Major, UmmaInstrDesc};
-use dsl_core::trace::{Val, trace_error};
+use dsl_core::arch::thread::{elect_one, thread_idx_x};
+use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Major};
+use dsl_core::tensor::{Regs, Shared, Tcgen05Tiled, Tensor, Tmem, WgmmaTiled};
+use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_tile, trace_error};
 use dsl_macros::device;
+use half::bf16;
 
 use super::plan::Plan;
-use super::smem::Buffers;
+use super::smem::{Buffers, checked};
 use super::{HEAD_DIM, SWA_ROWS, TILE};
 
-/// The MMA machinery of one target.
-#[derive(Clone)]
+/// K-steps (16 rows of the KV tile each) of an SWA tile and of a compressed one.
+const SWA_STEPS: i64 = (SWA_ROWS / 16) as i64;
+const TILE_STEPS: i64 = (TILE / 16) as i64;
+
+/// The MMA stage between its setup and the barrier that publishes the TMEM base.
+pub enum MmaSetup {
+    Tcgen05(Tcgen05Setup),
+    Wgmma(WgmmaStage),
+}
+
+/// The MMA stage, ready to issue.
 pub enum Mma {
-    Tcgen05 {
-        /// Completion of S, then of O.
-        s_done: Mbarrier,
-        o_done: Mbarrier,
-        slot: dsl_core::arch::memory::Smem,
-        columns: u32,
-        /// The allocation's base, once read back after the first barrier.
-        tmem: Option<TmemAddr>,
-    },
-    Wgmma,
+    Tcgen05(Tcgen05Stage),
+    Wgmma(WgmmaStage),
 }
 
-/// The bf16 instruction descriptor, or a trace error at the MMA stage that asked for it.
-#[track_caller]
-fn instr_desc(m: u32, n: u32, a: Major, b: Major) -> u32 {
-    match UmmaInstrDesc::bf16(m, n) {
-        Ok(d) => d.with_a_major(a).with_b_major(b).bits(),
-        Err(e) => {
-            trace_error(format!("tcgen05.mma shape: {e}"));
-            0
-        }
-    }
+/// sm_100a before the TMEM base is read back: the barriers (initialised) and the slot
+/// `tcgen05.alloc` writes the base to.
+pub struct Tcgen05Setup {
+    barriers: Tcgen05Barriers,
+    slot: Smem,
+    columns: u32,
 }
 
-impl Mma {
-    /// Initialises the mbarriers (sm_100a).
+/// Completion of S, then of O.
+#[derive(Clone, Copy)]
+struct Tcgen05Barriers {
+    s_done: Mbarrier,
+    o_done: Mbarrier,
+}
+
+/// sm_100a: the tilings, and their accumulators in the allocated tensor memory.
+pub struct Tcgen05Stage {
+    barriers: Tcgen05Barriers,
+    base: TmemAddr,
+    columns: u32,
+    scores_mma: Tcgen05Tiled,
+    outputs_mma: Tcgen05Tiled,
+    /// S `[128, H]` and O^T `[512, 2H]`.
+    scores: Tensor<f32, Tmem>,
+    outputs: Tensor<f32, Tmem>,
+}
+
+/// sm_90a: the tilings and the shared-memory stand-in for S `[128, H]` f32.
+pub struct WgmmaStage {
+    scores_mma: WgmmaTiled,
+    outputs_mma: WgmmaTiled,
+    scores: SmemTile,
+}
+
+impl MmaSetup {
+    /// Allocates the target's buffers; on sm_100a thread 0 initialises the mbarriers.
     #[device]
-    pub fn setup(plan: &Plan, buf: &Buffers, tid: Val<u32>) -> Mma {
+    pub fn new(plan: &Plan, tid: Val<u32>) -> MmaSetup {
         match plan.target() {
-            Target::Sm90a => Mma::Wgmma,
+            Target::Sm90a => MmaSetup::Wgmma(WgmmaStage::new(plan)),
             Target::Sm100a => {
-                let bars = buf
-                    .mma_barriers
-                    .as_ref()
-                    .expect("sm_100a allocates mbarriers");
-                let s_done = Mbarrier::at(bars.addr());
-                let o_done = Mbarrier::at(bars.addr() + 8);
+                let bars = smem_alloc("mma_barriers", 16, 8).addr();
+                let barriers = Tcgen05Barriers {
+                    s_done: Mbarrier::at(bars),
+                    o_done: Mbarrier::at(bars + 8),
+                };
+                let slot = smem_alloc("tmem_slot", 4, 16).addr();
                 if tid == 0 {
-                    s_done.init(1u32);
-                    o_done.init(1u32);
+                    barriers.s_done.init(1u32);
+                    barriers.o_done.init(1u32);
                     init_fence();
                 }
-                Mma::Tcgen05 {
-                    s_done,
-                    o_done,
-                    slot: buf
-                        .tmem_slot
-                        .as_ref()
-                        .expect("sm_100a allocates a TMEM slot")
-                        .addr(),
+                MmaSetup::Tcgen05(Tcgen05Setup {
+                    barriers,
+                    slot,
                     columns: plan.tmem_columns,
-                    tmem: None,
-                }
+                })
             }
         }
     }
@@ -86,298 +122,330 @@ impl Mma {
     /// still hold it.
     #[device]
     pub fn allocate(&self, warp: Val<u32>) {
-        if let Mma::Tcgen05 { slot, columns, .. } = self {
+        if let MmaSetup::Tcgen05(setup) = self {
             if warp == 0 {
-                tcgen05::alloc(*slot, *columns);
+                tcgen05::alloc(setup.slot, setup.columns);
                 tcgen05::relinquish_alloc_permit();
             }
             tcgen05::fence_before_thread_sync();
         }
     }
 
-    /// After the barrier that publishes the inputs: read the TMEM base back (sm_100a).
+    /// After the barrier that publishes the inputs: reads the TMEM base back (sm_100a).
     #[device]
-    pub fn after_sync(self) -> Mma {
+    pub fn after_sync(self, plan: &Plan) -> Mma {
         match self {
-            Mma::Tcgen05 {
-                s_done,
-                o_done,
-                slot,
-                columns,
-                ..
-            } => {
+            MmaSetup::Tcgen05(setup) => {
                 tcgen05::fence_after_thread_sync();
-                let base = TmemAddr::from_base(load::<u32, _>(slot));
-                Mma::Tcgen05 {
-                    s_done,
-                    o_done,
-                    slot,
-                    columns,
-                    tmem: Some(base),
-                }
+                let base = TmemAddr::from_base(load::<u32, _>(setup.slot));
+                Mma::Tcgen05(Tcgen05Stage::new(plan, setup, base))
             }
-            wgmma => wgmma,
+            MmaSetup::Wgmma(stage) => Mma::Wgmma(stage),
         }
     }
+}
 
-    fn tmem(&self) -> TmemAddr {
-        match self {
-            Mma::Tcgen05 { tmem: Some(t), .. } => *t,
-            _ => panic!("tensor memory is read back in after_sync, before any MMA"),
-        }
-    }
-
-    /// Stage 3: S[128, H] = KV[128, 512] . Q[H, 512]^T.
+impl Mma {
+    /// Stage 3: S = KV . Q^T.
     #[device]
-    pub fn scores(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>) {
-        let heads = plan.heads;
+    pub fn scores(&self, buf: &Buffers, warp: Val<u32>) {
         match self {
-            Mma::Tcgen05 { s_done, .. } => {
-                let kv = SmemOperand::new(&buf.kv, Major::K, DescFormat::Umma);
-                let q = SmemOperand::new(&buf.q, Major::K, DescFormat::Umma);
-                let idesc = instr_desc(TILE as u32, heads, Major::K, Major::K);
-                let d = self.tmem().column(plan.s_column);
-                if warp == 0 {
-                    if elect_one() {
-                        tcgen05::fence_after_thread_sync();
-                        for ks in 0..(HEAD_DIM / 16) as i64 {
-                            tcgen05::mma_f16(d, kv.k_step(ks), q.k_step(ks), idesc, ks > 0);
-                        }
-                        tcgen05::commit(*s_done);
-                    }
-                }
-            }
-            Mma::Wgmma => {
-                // Warpgroups 0 and 1 take rows 0..64 and 64..128.
-                let kv = SmemOperand::new(&buf.kv, Major::K, DescFormat::Gmma);
-                let q = SmemOperand::new(&buf.q, Major::K, DescFormat::Gmma);
-                let scores = buf
-                    .scores
-                    .as_ref()
-                    .expect("sm_90a keeps S in shared memory");
-                if warp < 8 {
-                    let group = warp >> 2;
-                    let rows_offset = group * kv.block_offset(64, 0);
-                    let acc = Accumulator::zeros(heads);
-                    wgmma::fence();
-                    for ks in 0..(HEAD_DIM / 16) as i64 {
-                        let a = kv.block_plus(0, 16 * ks, rows_offset);
-                        wgmma::mma_async(&acc, a, q.k_step(ks), ks > 0, 0, 0);
-                    }
-                    wgmma::commit_group();
-                    wgmma::wait_group(0);
-                    store_fragment(scores, &acc, group * 64, warp, heads / 2, 0);
-                }
-            }
+            Mma::Tcgen05(stage) => stage.scores(buf, warp),
+            Mma::Wgmma(stage) => stage.scores(buf, warp),
         }
     }
 
     /// Stage 4's input: this thread's scores, row `32 (w % 4) + lane`, columns
     /// `(w / 4) * H/4 ..` of S.
     #[device]
-    pub fn load_scores(
+    pub fn load_scores(&self, plan: &Plan, warp: Val<u32>, lane: Val<u32>) -> Vec<Val<f32>> {
+        match self {
+            Mma::Tcgen05(stage) => stage.load_scores(plan, warp),
+            Mma::Wgmma(stage) => stage.load_scores(plan, warp, lane),
+        }
+    }
+
+    /// Stage 5: O^T = V^T . [P_hi | P_lo]^T; SWA tiles have 64 rows (the tile's upper half
+    /// never takes part), compressed tiles 128. Returns where the accumulators are until
+    /// [`Outputs::store_partial`] collects them.
+    #[device]
+    pub fn outputs(
         &self,
         plan: &Plan,
         buf: &Buffers,
         warp: Val<u32>,
-        lane: Val<u32>,
-    ) -> Vec<Val<f32>> {
-        let cols = plan.cols_per_thread;
+        rank: Val<u32>,
+    ) -> Outputs<'_> {
         match self {
-            Mma::Tcgen05 { s_done, .. } => {
-                s_done.wait(0u32);
-                tcgen05::fence_after_thread_sync();
-                let base = self.tmem().column(plan.s_column);
-                let at = base.warp_quadrant(warp) + (warp >> 2) * cols;
-                let words = tcgen05::ld_32x32b(at, cols as usize);
-                tcgen05::wait_ld();
-                words.into_iter().map(|w| w.bitcast::<f32>()).collect()
+            Mma::Tcgen05(stage) => {
+                stage.outputs(plan, buf, warp, rank);
+                Outputs::InTensorMemory(stage)
             }
-            Mma::Wgmma => {
-                sync_threads();
-                let scores = buf
-                    .scores
-                    .as_ref()
-                    .expect("sm_90a keeps S in shared memory");
-                let row = (warp & 3u32) * 32 + lane;
-                let first = (warp >> 2) * cols;
-                let mut out = Vec::new();
-                for k4 in 0..cols / 4 {
-                    out.extend(load_vec::<f32, 4, _>(scores.at(row, first + 4 * k4)));
-                }
-                out
-            }
-        }
-    }
-
-    /// Stage 5: O[512, 2H] = KV^T[512, rows] . [P_hi | P_lo][rows, 2H]; SWA tiles have 64
-    /// rows (the tile's upper half never takes part), compressed tiles 128. Returns where
-    /// the accumulators are until [`Mma::store_partial`] collects them.
-    #[device]
-    pub fn outputs(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rank: Val<u32>) -> Outputs {
-        let heads = plan.heads;
-        let kv_t = buf
-            .kv
-            .view(buf.kv.layout().transposed().unwrap_or_else(|e| {
-                trace_error(format!("KV^T view: {e}"));
-                buf.kv.layout().clone()
-            }));
-        let swa_steps = (SWA_ROWS / 16) as i64;
-        let all_steps = (TILE / 16) as i64;
-        match self {
-            Mma::Tcgen05 { o_done, .. } => {
-                let a = SmemOperand::new(&kv_t, Major::MN, DescFormat::Umma);
-                let b = SmemOperand::new(&buf.p, Major::MN, DescFormat::Umma);
-                let idesc = instr_desc(TILE as u32, 2 * heads, Major::MN, Major::MN);
-                let tmem = self.tmem();
-                if warp == 0 {
-                    if elect_one() {
-                        tcgen05::fence_after_thread_sync();
-                        for mb in 0..(HEAD_DIM / TILE) as i64 {
-                            let d = tmem.column(mb as u32 * 2 * heads);
-                            for ks in 0..swa_steps {
-                                let a_desc = a.block(128 * mb, 16 * ks);
-                                tcgen05::mma_f16(d, a_desc, b.k_step(ks), idesc, ks > 0);
-                            }
-                        }
-                        if plan.extra_tiles > 0 {
-                            if rank >= plan.swa_tiles {
-                                for mb in 0..(HEAD_DIM / TILE) as i64 {
-                                    let d = tmem.column(mb as u32 * 2 * heads);
-                                    for ks in swa_steps..all_steps {
-                                        let a_desc = a.block(128 * mb, 16 * ks);
-                                        tcgen05::mma_f16(d, a_desc, b.k_step(ks), idesc, true);
-                                    }
-                                }
-                            }
-                        }
-                        tcgen05::commit(*o_done);
-                    }
-                }
-                Outputs::InTensorMemory
-            }
-            Mma::Wgmma => {
-                // Warpgroup g takes dims [128 g, 128 g + 128) as two m64 blocks.
-                let a = SmemOperand::new(&kv_t, Major::MN, DescFormat::Gmma);
-                let b = SmemOperand::new(&buf.p, Major::MN, DescFormat::Gmma);
-                let group = warp >> 2;
-                let dims_offset = group * a.block_offset(128, 0);
-                let accs = [Accumulator::zeros(2 * heads), Accumulator::zeros(2 * heads)];
-                wgmma::fence();
-                for (half, acc) in accs.iter().enumerate() {
-                    for ks in 0..swa_steps {
-                        let a_desc = a.block_plus(64 * half as i64, 16 * ks, dims_offset);
-                        wgmma::mma_async(acc, a_desc, b.k_step(ks), ks > 0, 1, 1);
-                    }
-                }
-                if plan.extra_tiles > 0 {
-                    if rank >= plan.swa_tiles {
-                        for (half, acc) in accs.iter().enumerate() {
-                            for ks in swa_steps..all_steps {
-                                let a_desc = a.block_plus(64 * half as i64, 16 * ks, dims_offset);
-                                wgmma::mma_async(acc, a_desc, b.k_step(ks), true, 1, 1);
-                            }
-                        }
-                    }
-                }
-                wgmma::commit_group();
-                Outputs::InRegisters(accs)
-            }
-        }
-    }
-
-    /// Stage 6: O = hi + lo -> the fp32 partial `[H, 512]` over the KV tile.
-    #[device]
-    pub fn store_partial(
-        &self,
-        plan: &Plan,
-        buf: &Buffers,
-        outputs: Outputs,
-        warp: Val<u32>,
-        lane: Val<u32>,
-    ) {
-        let heads = plan.heads;
-        let partial = buf.partial(plan);
-        match (self, outputs) {
-            (Mma::Tcgen05 { o_done, .. }, Outputs::InTensorMemory) => {
-                o_done.wait(0u32);
-                tcgen05::fence_after_thread_sync();
-                let block = warp >> 2;
-                let at = self.tmem().warp_quadrant(warp) + block * (2 * heads);
-                let words = tcgen05::ld_32x32b(at, 2 * heads as usize);
-                tcgen05::wait_ld();
-                let dim = block * TILE as u32 + (warp & 3u32) * 32 + lane;
-                for h in 0..heads as usize {
-                    let o = words[h].bitcast::<f32>() + words[heads as usize + h].bitcast::<f32>();
-                    store(partial.at(h as u32, dim), o);
-                }
-                tcgen05::fence_before_thread_sync();
-            }
-            (Mma::Wgmma, Outputs::InRegisters(accs)) => {
-                wgmma::wait_group(0);
-                // Every warpgroup's MMAs have read the KV tile before anyone overwrites it.
-                sync_threads();
-                let group = warp >> 2;
-                for (half, acc) in accs.iter().enumerate() {
-                    let first_dim = group * 128 + 64 * half as u32;
-                    store_fragment(&partial, acc, first_dim, warp, heads / 2, heads / 2);
-                }
-            }
-            _ => panic!("outputs of one target stored by the other"),
+            Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rank)),
         }
     }
 
     /// Stage 10: frees tensor memory (sm_100a) once the cluster barrier has passed.
     #[device]
     pub fn release(&self, warp: Val<u32>) {
-        if let Mma::Tcgen05 { columns, .. } = self {
+        if let Mma::Tcgen05(stage) = self {
             if warp == 0 {
                 tcgen05::fence_after_thread_sync();
-                tcgen05::dealloc(self.tmem(), *columns);
+                tcgen05::dealloc(stage.base, stage.columns);
             }
         }
     }
 }
 
-/// Where the O accumulators are between stages 5 and 6.
-pub enum Outputs {
-    InTensorMemory,
-    /// sm_90a: two m64 blocks of `[64 dims, 2H]` a warpgroup, live across the column sums.
-    InRegisters([Accumulator; 2]),
+/// Where the O^T accumulators are between stages 5 and 6.
+pub enum Outputs<'a> {
+    InTensorMemory(&'a Tcgen05Stage),
+    /// sm_90a: this thread's fragment, live across the column sums.
+    InRegisters(&'a WgmmaStage, Tensor<f32, Regs>),
 }
 
-/// Writes an m64nN f32 wgmma fragment to `tile`: register i of thread (warp w, lane l) is
-/// element (first_row + 16 (w % 4) + l / 4 + 8 ((i >> 1) & 1), 8 (i >> 2) + 2 (l % 4) + (i & 1)).
-/// With `add_offset` > 0, columns c and c + add_offset are summed into column c (the O hi
-/// and lo halves), and only the first `add_offset` columns are written, transposed
-/// (`tile[col][row]`).
-#[device]
-fn store_fragment(
-    tile: &dsl_core::trace::SmemTile,
-    acc: &Accumulator,
-    first_row: Val<u32>,
-    warp: Val<u32>,
-    regs: u32,
-    add_offset: u32,
-) {
-    let lane = dsl_core::arch::thread::lane_id();
-    let row_base = first_row + (warp & 3u32) * 16 + (lane >> 2);
-    let col_base = (lane & 3u32) * 2;
-    if add_offset == 0 {
-        for i in (0..regs).step_by(2) {
-            let row = row_base + 8 * ((i >> 1) & 1);
-            let col = col_base + 8 * (i >> 2);
-            store_vec(
-                tile.at(row, col),
-                [acc.get(i as usize), acc.get(i as usize + 1)],
-            );
-        }
-    } else {
-        for i in 0..regs {
-            let row = row_base + 8 * ((i >> 1) & 1);
-            let col = col_base + (8 * (i >> 2) + (i & 1));
-            let o = acc.get(i as usize) + acc.get((i + add_offset) as usize);
-            store(tile.at(col, row), o);
+impl Outputs<'_> {
+    /// Stage 6: O = hi + lo -> the fp32 partial `[H, 512]` over the KV tile.
+    #[device]
+    pub fn store_partial(self, plan: &Plan, buf: &Buffers, warp: Val<u32>) {
+        let partial = partial_as_outputs_tile(plan, buf);
+        let tid = thread_idx_x();
+        match self {
+            Outputs::InTensorMemory(stage) => {
+                stage.barriers.o_done.wait(0u32);
+                tcgen05::fence_after_thread_sync();
+                let o = stage.outputs_mma.load_c(&stage.outputs, warp);
+                store_summed(&stage.outputs_mma.partition_c(&partial, tid), &o);
+                tcgen05::fence_before_thread_sync();
+            }
+            Outputs::InRegisters(stage, acc) => {
+                wgmma::wait_group(0);
+                // Every warpgroup's MMAs have read the KV tile before anyone overwrites it.
+                sync_threads();
+                let thr = stage.outputs_mma.thread(tid);
+                store_summed(&thr.partition_c(&partial), &acc);
+            }
         }
     }
+}
+
+impl Tcgen05Stage {
+    fn new(plan: &Plan, setup: Tcgen05Setup, base: TmemAddr) -> Tcgen05Stage {
+        let heads = plan.heads;
+        let scores_mma = Tcgen05Tiled::ss(
+            tcgen05::MmaF16Bf16Ss::bf16(TILE as u32, heads, Major::K, Major::K),
+            Major::K,
+            Major::K,
+            i64::from(heads),
+        );
+        let outputs_mma = Tcgen05Tiled::ss_tile(
+            tcgen05::MmaF16Bf16Ss::bf16(TILE as u32, 2 * heads, Major::MN, Major::MN),
+            Major::MN,
+            Major::MN,
+            HEAD_DIM as i64,
+            i64::from(2 * heads),
+        );
+        if outputs_mma.columns() > plan.s_column {
+            trace_error(format!(
+                "O^T takes TMEM columns [0, {}), past S at column {}",
+                outputs_mma.columns(),
+                plan.s_column
+            ));
+        }
+        Tcgen05Stage {
+            barriers: setup.barriers,
+            base,
+            columns: setup.columns,
+            scores: scores_mma.partition_fragment_c(base.column(plan.s_column)),
+            outputs: outputs_mma.partition_fragment_c(base),
+            scores_mma,
+            outputs_mma,
+        }
+    }
+
+    #[device]
+    fn scores(&self, buf: &Buffers, warp: Val<u32>) {
+        let kv = self.scores_mma.partition_a(&buf.kv.tensor::<bf16>());
+        let q = self.scores_mma.partition_b(&buf.q.tensor::<bf16>());
+        if warp == 0 {
+            if elect_one() {
+                tcgen05::fence_after_thread_sync();
+                self.scores_mma.gemm(&self.scores, &kv, &q, false);
+                tcgen05::commit(self.barriers.s_done);
+            }
+        }
+    }
+
+    /// Warp w's lane quadrant of S, column group w / 4.
+    #[device]
+    fn load_scores(&self, plan: &Plan, warp: Val<u32>) -> Vec<Val<f32>> {
+        let cols = plan.cols_per_thread;
+        self.barriers.s_done.wait(0u32);
+        tcgen05::fence_after_thread_sync();
+        let group = self
+            .scores
+            .local_tile(&[TILE as i64, i64::from(cols)], (0u32, warp >> 2u32));
+        let s = self.scores_mma.load_c(&group, warp);
+        (0..i64::from(cols)).map(|i| s.get(i)).collect()
+    }
+
+    #[device]
+    fn outputs(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rank: Val<u32>) {
+        let (v_t, p) = value_operands(buf);
+        let v_t = self.outputs_mma.partition_a(&v_t);
+        let p = self.outputs_mma.partition_b(&p);
+        let o = &self.outputs;
+        if warp == 0 {
+            if elect_one() {
+                tcgen05::fence_after_thread_sync();
+                self.outputs_mma
+                    .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
+                if plan.extra_tiles > 0 {
+                    if rank >= plan.swa_tiles {
+                        self.outputs_mma
+                            .gemm_k_steps(o, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+                    }
+                }
+                tcgen05::commit(self.barriers.o_done);
+            }
+        }
+    }
+}
+
+impl WgmmaStage {
+    #[track_caller]
+    fn new(plan: &Plan) -> WgmmaStage {
+        let heads = plan.heads;
+        WgmmaStage {
+            scores_mma: WgmmaTiled::ss(
+                wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K),
+                2,
+                TILE as i64,
+                i64::from(heads),
+            ),
+            outputs_mma: WgmmaTiled::ss(
+                wgmma::MmaF16Bf16Ss::bf16(2 * heads, Major::MN, Major::MN),
+                4,
+                HEAD_DIM as i64,
+                i64::from(2 * heads),
+            ),
+            scores: smem_tile("scores", checked("scores", plan.scores_layout())),
+        }
+    }
+
+    /// Warpgroups 0 and 1 compute S and store it to the stand-in.
+    #[device]
+    fn scores(&self, buf: &Buffers, warp: Val<u32>) {
+        if warp < 8 {
+            let thr = self.scores_mma.thread(thread_idx_x());
+            let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
+            let q = thr.partition_b(&buf.q.tensor::<bf16>());
+            let acc = thr.partition_fragment_c();
+            wgmma::fence();
+            thr.gemm(&acc, &kv, &q, false);
+            wgmma::commit_group();
+            wgmma::wait_group(0);
+            thr.partition_c(&self.scores.tensor::<f32>()).store(&acc);
+        }
+    }
+
+    #[device]
+    fn load_scores(&self, plan: &Plan, warp: Val<u32>, lane: Val<u32>) -> Vec<Val<f32>> {
+        sync_threads();
+        let cols = plan.cols_per_thread;
+        let row = (warp & 3u32) * 32 + lane;
+        let first = (warp >> 2) * cols;
+        let mut out = Vec::new();
+        for k4 in 0..cols / 4 {
+            out.extend(load_vec::<f32, 4, _>(self.scores.at(row, first + 4 * k4)));
+        }
+        out
+    }
+
+    /// Every warpgroup issues its rows of O^T; the caller waits in stage 6.
+    #[device]
+    fn outputs(&self, plan: &Plan, buf: &Buffers, rank: Val<u32>) -> Tensor<f32, Regs> {
+        let thr = self.outputs_mma.thread(thread_idx_x());
+        let (v_t, p) = value_operands(buf);
+        let v_t = thr.partition_a(&v_t, Major::MN);
+        let p = thr.partition_b(&p);
+        let acc = thr.partition_fragment_c();
+        wgmma::fence();
+        thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, false);
+        if plan.extra_tiles > 0 {
+            if rank >= plan.swa_tiles {
+                thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+            }
+        }
+        wgmma::commit_group();
+        acc
+    }
+}
+
+/// The operands of O^T = V^T . P^T: the KV tile transposed `[512, 128]` and P `[2H, 128]`.
+#[track_caller]
+fn value_operands(buf: &Buffers) -> (Tensor<bf16, Shared>, Tensor<bf16, Shared>) {
+    let v_t = match buf.kv.layout().transposed() {
+        Ok(layout) => buf.kv.view(layout),
+        Err(e) => {
+            trace_error(format!("KV^T view: {e}"));
+            buf.kv.clone()
+        }
+    };
+    (v_t.tensor::<bf16>(), buf.p.tensor::<bf16>())
+}
+
+/// The partial `[H, 512]` as O^T's C tile `[512 dims, (H, 2)]`: column `h + H half` is
+/// head h's P_hi (half 0) or P_lo (half 1) column, and both land on `partial[h][dim]`.
+#[track_caller]
+fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
+    let layout = plan.partial_layout().and_then(|partial| {
+        let (heads, dims) = (partial.layout().mode(0)?, partial.layout().mode(1)?);
+        let hi_lo = Layout::new(
+            IntTuple::tuple([heads.shape().clone(), IntTuple::from(2)]),
+            IntTuple::tuple([heads.stride().clone(), IntTuple::from(0)]),
+        )?;
+        ComposedLayout::new(
+            partial.swizzle(),
+            partial.offset_bytes(),
+            Layout::from_modes([dims, hi_lo]),
+            4,
+        )
+    });
+    buf.kv
+        .view(checked("O^T over the partial", layout))
+        .tensor::<f32>()
+}
+
+/// Stores each cell of `dst` once, with the sum of the elements of `acc` (of `dst`'s
+/// shape) that land on it, in flat order: hi + lo where `dst` is a partition of
+/// [`partial_as_outputs_tile`].
+#[track_caller]
+fn store_summed(dst: &Tensor<f32, Shared>, acc: &Tensor<f32, Regs>) {
+    let cells = match cell_offsets(dst) {
+        Ok(cells) => cells,
+        Err(e) => {
+            trace_error(format!("summing a fragment into {dst:?}: {e}"));
+            return;
+        }
+    };
+    let mut sums: Vec<(i64, i64, Val<f32>)> = Vec::new();
+    for (i, cell) in cells.into_iter().enumerate() {
+        let value = acc.get(i as i64);
+        match sums.iter_mut().find(|(c, _, _)| *c == cell) {
+            Some((_, _, sum)) => *sum += value,
+            None => sums.push((cell, i as i64, value)),
+        }
+    }
+    for (_, first, sum) in sums {
+        store(dst.at(IntTuple::from(first)), sum);
+    }
+}
+
+/// The element offset of every flat index of a per-thread tensor (its static layout).
+fn cell_offsets(t: &Tensor<f32, Shared>) -> Result<Vec<i64>, LayoutError> {
+    let layout = t.layout().to_static()?;
+    (0..layout.static_size())
+        .map(|i| layout.offset_of_index(i))
+        .collect()
 }

@@ -1,9 +1,8 @@
 //! The kernel's shared memory: named, aligned buffers with their layouts.
 
-use dsl_core::Target;
 use dsl_core::arch::memory::{Smem, store_vec};
 use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
-use dsl_core::trace::{Index, SmemRegion, SmemTile, Val, smem_alloc, smem_tile, trace_error};
+use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
 use super::{ROPE_DIM, THREADS, TILE};
@@ -25,11 +24,6 @@ pub struct Buffers {
     pub stats: SmemTile,
     /// The 64 cos | sin values of the token's position.
     pub cos_sin: SmemTile,
-    /// sm_90: the scores `[128, H]` f32 (sm_100 keeps them in TMEM).
-    pub scores: Option<SmemTile>,
-    /// sm_100: the two mbarriers MMA completion arrives on, and the TMEM address slot.
-    pub mma_barriers: Option<SmemRegion>,
-    pub tmem_slot: Option<SmemRegion>,
 }
 
 fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
@@ -41,7 +35,7 @@ fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
 
 /// A plan's layout, or a trace error at the allocation that asked for it.
 #[track_caller]
-fn checked(
+pub(super) fn checked(
     what: &str,
     layout: Result<ComposedLayout, dsl_core::layout::LayoutError>,
 ) -> ComposedLayout {
@@ -66,18 +60,6 @@ impl Buffers {
         let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
         let stats = smem_tile("stats", plain(&[2 * plan.cluster as i64, heads], 4));
         let cos_sin = smem_tile("cos_sin", plain(&[ROPE_DIM as i64], 4));
-        let (scores, mma_barriers, tmem_slot) = match plan.target() {
-            Target::Sm90a => (
-                Some(smem_tile("scores", checked("scores", plan.scores_layout()))),
-                None,
-                None,
-            ),
-            Target::Sm100a => (
-                None,
-                Some(smem_alloc("mma_barriers", 16, 8)),
-                Some(smem_alloc("tmem_slot", 4, 16)),
-            ),
-        };
         Buffers {
             kv,
             q,
@@ -87,9 +69,6 @@ impl Buffers {
             red_sum,
             stats,
             cos_sin,
-            scores,
-            mma_barriers,
-            tmem_slot,
         }
     }
 
