@@ -239,6 +239,20 @@ impl<E, En: Engine> Tensor<E, En> {
         self.rebased(&format!("slice of mode {mode}"), result)
     }
 
+    /// The same tensor with its origin moved to `coord` (CuTe's `domain_offset`): element
+    /// `c` of the result is element `coord + c` of this one. A runtime part of `coord` is
+    /// computed once here, so indexing the result with trace-time coordinates (a thread's
+    /// k-th piece) folds into the address.
+    #[track_caller]
+    pub fn domain_offset(&self, coord: impl IntoCoord) -> Self {
+        let coord = coord.coord();
+        let result = self.lift_coord(&coord).and_then(|c| {
+            let at = self.layout.offset_affine(&c, 1)?;
+            Ok((at, self.layout.clone(), self.mode_align(&self.layout)))
+        });
+        self.rebased("domain_offset", result)
+    }
+
     /// Tile `coord` of the tiling of this tensor by blocks of `tiler` (one static extent
     /// per top-level mode), as a tensor of the tile's shape: CuTe's `local_tile(t, tiler,
     /// coord)`. Tile coordinates may be runtime values (a CTA index). A static extent the
@@ -451,6 +465,21 @@ impl<E: Element, const R: usize> crate::trace::Tensor<E, R> {
         });
         let layout = Layout::new(IntTuple::tuple(extents), IntTuple::tuple(strides))
             .expect("extents and strides of one rank");
+        Tensor::from_parts(Global { base: self.base() }, Affine::zero(), layout)
+    }
+
+    /// This kernel parameter as a global [`Tensor`] through `layout` (coordinate -> element
+    /// offset from the parameter's base), for memory that is not one stride per dim, e.g.
+    /// an interleaved one (`((16, C), H):((1, 16 H), 16)`). Its runtime extents and strides
+    /// are built from the parameter's ([`extent`](Self::extent), [`stride`](Self::stride));
+    /// the host must pass memory that `layout` describes.
+    pub fn view_as(&self, layout: Layout<Val<i64>>) -> Tensor<E, Global> {
+        self.view_as_elements(layout)
+    }
+
+    /// [`view_as`](Self::view_as) with the memory seen as elements of `F` (`layout` in `F`
+    /// elements), e.g. the bytes of an i32 tensor whose words hold four byte fields.
+    pub fn view_as_elements<F: Element>(&self, layout: Layout<Val<i64>>) -> Tensor<F, Global> {
         Tensor::from_parts(Global { base: self.base() }, Affine::zero(), layout)
     }
 }
@@ -685,6 +714,41 @@ mod tests {
                 assert_eq!(seen.len(), all.len(), "{threads}");
                 assert!(seen.values().all(|&n| n == 1), "{threads}");
                 assert!(all.iter().all(|o| seen.contains_key(o)), "{threads}");
+            }
+        });
+    }
+
+    /// A parameter seen through an interleaved layout addresses what the layout says, and
+    /// a slice of it addresses the same bytes.
+    #[test]
+    fn a_parameter_through_a_layout_addresses_its_offsets() {
+        traced(|| {
+            let p = <crate::trace::Tensor<bf16, 2> as crate::trace::KernelParam>::declare("p");
+            let layout: Layout = "(4,(16,8)):(16,(1,64))".parse().unwrap();
+            let t = p.view_as(layout.clone().lift());
+            let base = t.at((0, 0)).offset();
+            for (h, d) in [(0, 0), (3, 15), (1, 16), (2, 127)] {
+                let want = 2 * layout.offset_at(&[h, d]).unwrap();
+                assert_eq!(t.at((h, d)).offset() - base, want, "({h}, {d})");
+                assert_eq!(t.slice(0, h).at(d).offset() - base, want, "({h}, {d})");
+            }
+        });
+    }
+
+    /// Moving the origin and indexing from it is indexing the sum.
+    #[test]
+    fn a_domain_offset_indexes_from_its_new_origin() {
+        traced(|| {
+            let layout = canonical::k_major(Swizzle::B128, 64, 128, 2).unwrap();
+            let t = smem_tile("t", layout).tensor::<bf16>();
+            for (origin, at) in [((0, 0), (5, 9)), ((8, 64), (3, 17)), ((16, 8), (0, 0))] {
+                let moved = t.domain_offset(origin);
+                let sum = (origin.0 + at.0, origin.1 + at.1);
+                assert_eq!(
+                    moved.at(at).offset(),
+                    t.at(sum).offset(),
+                    "{origin:?} + {at:?}"
+                );
             }
         });
     }
