@@ -1,8 +1,64 @@
 //! Paged KV caches: `[num_blocks, page, record]` bytes whose blocks may lie further apart than
 //! `page * record` bytes.
 
+use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+
 use super::problem::ProblemError;
 use super::{ExtraRecord, HEAD_DIM, record};
+
+/// Bytes of the chunks a record is gathered in (one 16-byte load each).
+pub const CHUNK_BYTES: i64 = 16;
+
+/// A paged cache's layout in bytes: `(slot, byte of the record)` with the slot a
+/// `(page, num_blocks)` mode (slot in its block, block) and the byte a `(16, record / 16)`
+/// mode (byte in its 16-byte chunk, chunk), i.e.
+/// `((page, num_blocks), (16, record / 16)) : ((record, block_stride), (1, 16))`.
+/// Slot id `s` is the flat slot coordinate `s % page + page * (s / page)`.
+pub fn layout<D: DynInt>(
+    num_blocks: Int<D>,
+    page: i64,
+    record: i64,
+    block_stride: Int<D>,
+) -> Layout<D> {
+    Layout::new(
+        IntTuple::tuple([
+            IntTuple::tuple([page.into(), num_blocks.into()]),
+            IntTuple::tuple([CHUNK_BYTES.into(), (record / CHUNK_BYTES).into()]),
+        ]),
+        IntTuple::tuple([
+            IntTuple::tuple([record.into(), block_stride.into()]),
+            IntTuple::tuple([1i64.into(), CHUNK_BYTES.into()]),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// The strides of a static layout's leaves, in order (the modes of its flattening).
+pub fn flat_strides(layout: &Layout) -> Vec<usize> {
+    layout
+        .stride()
+        .leaves()
+        .iter()
+        .map(|s| s.value() as usize)
+        .collect()
+}
+
+/// The strides of the rank-3 description `[num_blocks, page, record]` (bytes) that host
+/// APIs pass a cache as, read off `layout`.
+pub fn described_strides(layout: &Layout) -> [usize; 3] {
+    let flat = flat_strides(layout);
+    [flat[1], flat[0], flat[2]]
+}
+
+/// A slot list's layout in i32 elements: `(token, slot) : (row_stride, 1)` over
+/// `[rows, width]`.
+pub fn slot_list_layout<D: DynInt>(rows: Int<D>, width: Int<D>, row_stride: Int<D>) -> Layout<D> {
+    Layout::new(
+        IntTuple::tuple([rows.into(), width.into()]),
+        IntTuple::tuple([row_stride.into(), 1i64.into()]),
+    )
+    .expect("shape and stride of one profile")
+}
 
 /// One paged cache of V4.1 records. Slot id `s` (`block * page + offset`) lives at byte
 /// `(s >> log2(page)) * block_stride + (s & (page - 1)) * record` of `bytes`.
@@ -69,6 +125,13 @@ impl PagedCache {
         Ok(())
     }
 
+    /// The cache's [`layout`].
+    pub fn layout(&self) -> Layout {
+        let int = |v: usize| Int::<StaticOnly>::Static(v as i64);
+        let (page, record) = (self.page as i64, self.record_bytes() as i64);
+        layout(int(self.num_blocks), page, record, int(self.block_stride))
+    }
+
     /// Bytes of one record.
     pub fn record_bytes(&self) -> usize {
         self.format.bytes()
@@ -92,8 +155,9 @@ impl PagedCache {
             "slot {slot} past the cache's {} slots",
             self.slots()
         );
-        let shift = self.page.trailing_zeros();
-        (slot >> shift) * self.block_stride + (slot & (self.page - 1)) * self.record_bytes()
+        self.layout()
+            .offset_at(&[slot as i64, 0])
+            .expect("a coordinate of the layout's rank") as usize
     }
 
     /// A slot's record bytes.
@@ -129,6 +193,12 @@ mod tests {
         assert_eq!(cache.record_offset(4), 1252);
         assert_eq!(cache.record_offset(11), 2 * 1252 + 3 * 288);
         assert_eq!(cache.record(11).len(), 288);
+    }
+
+    #[test]
+    fn the_rank_3_description_has_the_layouts_strides() {
+        let cache = PagedCache::new(ExtraRecord::Nvfp4, 3, 4, 4 * 288 + 32, 0).unwrap();
+        assert_eq!(described_strides(&cache.layout()), [4 * 288 + 32, 288, 1]);
     }
 
     #[test]

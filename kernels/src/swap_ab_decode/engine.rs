@@ -17,7 +17,7 @@ use super::host::{
 };
 use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
-use super::query::CHUNK;
+use super::query::{self, CHUNK};
 use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
@@ -274,7 +274,7 @@ impl DeviceProblem {
             q: DeviceTensor::new::<half::bf16>(
                 q_ptr,
                 &[q.s_q, HEAD_DIM / CHUNK, q.padded_heads, CHUNK],
-                &[q.token_stride, q.padded_heads * CHUNK, CHUNK, 1],
+                &query::described_strides(&q.layout()),
             ),
             swa_cache,
             swa_idx: list(swa_idx, &problem.swa),

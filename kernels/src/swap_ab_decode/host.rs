@@ -69,15 +69,17 @@ use dsl_core::ir::ElemTy;
 use dsl_core::jit::{
     Device, JitError, KernelArg, Launch, LoadedKernel, MAX_TENSOR_RANK, TensorArg,
 };
+use dsl_core::layout::{Int, StaticOnly};
 use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
 use super::key::check_heads;
-use super::query::CHUNK;
+use super::query::{self, CHUNK};
 use super::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
     entry_name, trace_entry,
 };
+use super::{cache, output};
 
 /// Most tokens one launch takes: the grid's y dimension.
 pub const MAX_TOKENS: usize = 65535;
@@ -183,6 +185,17 @@ impl Bound<'_> {
     pub fn tensor(&self) -> &DeviceTensor {
         &self.tensor
     }
+}
+
+/// A stride of a host tensor in a layout.
+fn int(v: usize) -> Int<StaticOnly> {
+    Int::Static(v as i64)
+}
+
+/// An extent of a host tensor in a layout whose strides are checked: an empty tensor is
+/// checked as one element (the checks that need elements refuse it with their own words).
+fn extent(v: usize) -> Int<StaticOnly> {
+    Int::Static(v.max(1) as i64)
 }
 
 /// Refuses a shape and strides of `elem` that reach past `bytes` bytes of memory.
@@ -511,17 +524,24 @@ fn check_list(
             ),
         ));
     }
+    let layout = cache::layout(
+        extent(shape[0]),
+        page as i64,
+        record as i64,
+        int(cache.strides[0]),
+    );
+    let want = cache::described_strides(&layout);
     check_equal(
         cache_name,
         "the record stride (stride[2])",
         cache.strides[2],
-        1,
+        want[2],
     )?;
     check_equal(
         cache_name,
         "the slot stride (stride[1])",
         cache.strides[1],
-        record,
+        want[1],
     )?;
     check_at_least(
         cache_name,
@@ -540,7 +560,13 @@ fn check_list(
     let ids = check_kind(idx_name, idx, &[ElemTy::I32], 2)?;
     let width = ids[1];
     check_at_least(idx_name, "rows (dim 0)", ids[0], tokens)?;
-    check_equal(idx_name, "stride[1]", idx.strides[1], 1)?;
+    let layout = cache::slot_list_layout(extent(ids[0]), extent(width), int(idx.strides[0]));
+    check_equal(
+        idx_name,
+        "stride[1]",
+        idx.strides[1],
+        cache::flat_strides(&layout)[1],
+    )?;
     check_at_least(idx_name, "stride[0]", idx.strides[0], width)?;
     check_align(idx_name, "the base address", idx.ptr, 4)?;
 
@@ -566,14 +592,15 @@ impl DecodeArgs {
                 format!("at most {MAX_TOKENS} tokens a launch (the grid's y), got {tokens}"),
             ));
         }
-        check_equal("q", "stride[3] (dims of a chunk)", self.q.strides[3], 1)?;
-        check_equal("q", "stride[2] (heads)", self.q.strides[2], CHUNK)?;
-        check_equal(
-            "q",
-            "stride[1] (chunks, HP * 16)",
-            self.q.strides[1],
-            padded_heads * CHUNK,
-        )?;
+        let layout = query::host_layout(tokens.max(1), padded_heads.max(1), self.q.strides[0]);
+        let want = query::described_strides(&layout);
+        for (dim, what) in [
+            (3, "stride[3] (dims of a chunk)"),
+            (2, "stride[2] (heads)"),
+            (1, "stride[1] (chunks, HP * 16)"),
+        ] {
+            check_equal("q", what, self.q.strides[dim], want[dim])?;
+        }
         check_at_least(
             "q",
             "the token stride (stride[0])",
@@ -610,7 +637,9 @@ impl DecodeArgs {
         check_align("positions", "the base address", self.positions.ptr, 8)?;
         let cos_sin = check_kind("cos_sin", &self.cos_sin, &[ElemTy::F32], 2)?;
         check_equal("cos_sin", "the last dim", cos_sin[1], ROPE_DIM)?;
-        check_equal("cos_sin", "stride[1]", self.cos_sin.strides[1], 1)?;
+        let layout = query::host_cos_sin_layout(cos_sin[0].max(1), self.cos_sin.strides[0]);
+        let want = query::cos_sin_described_strides(&layout);
+        check_equal("cos_sin", "stride[1]", self.cos_sin.strides[1], want[1])?;
         if cos_sin[0] == 0 {
             return Err(bad(
                 "cos_sin",
@@ -635,7 +664,11 @@ impl DecodeArgs {
         check_equal("out_data", "tokens (dim 0)", out[0], tokens)?;
         check_at_least("out_data", "groups (dim 1)", out[1], groups_needed)?;
         check_equal("out_data", "the last dim", out[2], WV_GROUP_SIZE * HEAD_DIM)?;
-        check_equal("out_data", "stride[2]", self.out_data.strides[2], 1)?;
+        let [token_stride, group_stride] = [0, 1].map(|d| int(self.out_data.strides[d]));
+        let layout =
+            output::data_layout(extent(out[0]), extent(out[1]), [token_stride, group_stride]);
+        let want = output::described_data_strides(&layout);
+        check_equal("out_data", "stride[2]", self.out_data.strides[2], want[2])?;
         check_align("out_data", "the base address", self.out_data.ptr, 4)?;
         check_align("out_data", "stride[0]", self.out_data.strides[0] as u64, 4)?;
         check_align("out_data", "stride[1]", self.out_data.strides[1] as u64, 4)?;
@@ -674,8 +707,8 @@ impl DecodeArgs {
     }
 
     /// [`DecodeArgs::check`] for the debug entry point, which also writes `precast`
-    /// (`[s_q, heads, 512]` f32, strides that give every element its own address, disjoint
-    /// from every other tensor).
+    /// (`[s_q, heads, 512]` f32, unit last stride, strides that give every element its own
+    /// address, disjoint from every other tensor).
     pub fn check_debug(
         &self,
         target: Target,
@@ -692,6 +725,10 @@ impl DecodeArgs {
                 ),
             ));
         }
+        let strides = [0, 1].map(|d| int(precast.strides[d]));
+        let layout = output::precast_layout(extent(shape[0]), extent(shape[1]), strides);
+        let want = output::described_precast_strides(&layout);
+        check_equal("precast", "stride[2]", precast.strides[2], want[2])?;
         check_no_self_overlap("precast", precast, shape)?;
         let outputs = [
             ("out_data", span(&self.out_data, &self.out_data.shape)),

@@ -9,6 +9,9 @@
 //!
 //! Only the live groups (`heads / 8`) are written; other groups keep their bytes.
 
+use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+
+use super::cache::flat_strides;
 use super::problem::ProblemError;
 use super::{HEAD_DIM, WV_GROUP_SIZE};
 use crate::formats::mxfp8::{self, BLOCK};
@@ -23,6 +26,110 @@ pub const CHUNKS_PER_HEAD: usize = HEAD_DIM / BLOCK;
 /// Where chunk `cc` of head `h` goes: `(group, unit ka)`.
 pub fn o_fused_unit(h: usize, cc: usize) -> (usize, usize) {
     (h / WV_GROUP_SIZE, cc * WV_GROUP_SIZE + h % WV_GROUP_SIZE)
+}
+
+/// Bytes of an `out_scale` element, the i32 word four ue8m0 exponents share.
+pub const SCALE_WORD_BYTES: i64 = std::mem::size_of::<i32>() as i64;
+
+/// `out_data`'s layout in e4m3 codes: `(token, head, dim)` with the head a
+/// `(8, groups)` mode (head in its group, group) and the dim a `(32, 16)` mode (dim in its
+/// chunk, chunk), i.e. `(s_q, (8, groups), (32, 16)) : (S0, (32, S1), (1, 256))` for the
+/// element strides `S0, S1` of (token, group): the o-fused unit placement, as a layout.
+pub fn data_layout<D: DynInt>(tokens: Int<D>, groups: Int<D>, strides: [Int<D>; 2]) -> Layout<D> {
+    let [token_stride, group_stride] = strides;
+    let (group, block) = (WV_GROUP_SIZE as i64, BLOCK as i64);
+    Layout::new(
+        IntTuple::tuple([
+            tokens.into(),
+            IntTuple::tuple([group.into(), groups.into()]),
+            IntTuple::tuple([block.into(), (CHUNKS_PER_HEAD as i64).into()]),
+        ]),
+        IntTuple::tuple([
+            token_stride.into(),
+            IntTuple::tuple([block.into(), group_stride.into()]),
+            IntTuple::tuple([1i64.into(), (block * group).into()]),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// `out_scale`'s layout in bytes (of its i32 words): `(token, head, chunk) -> ` the byte of
+/// the chunk's ue8m0 exponent, with the head a `((4, 2), groups)` mode, i.e.
+/// `(s_q, ((4, 2), groups), 16) : (4 T0, ((1, 4 T2), 4 T1), 8 T2)` for the word strides
+/// `T0, T1, T2`: unit `ka = 8 chunk + head in group` is byte `ka % 4` of word `ka / 4`.
+pub fn scale_layout<D: DynInt>(
+    tokens: Int<D>,
+    groups: Int<D>,
+    word_strides: [Int<D>; 3],
+) -> Layout<D> {
+    let [token, group, word] = word_strides.map(|s| s * SCALE_WORD_BYTES);
+    let per_word = SCALE_WORD_BYTES;
+    let words_per_chunk = WV_GROUP_SIZE as i64 / per_word;
+    Layout::new(
+        IntTuple::tuple([
+            tokens.into(),
+            IntTuple::tuple([
+                IntTuple::tuple([per_word.into(), words_per_chunk.into()]),
+                groups.into(),
+            ]),
+            (CHUNKS_PER_HEAD as i64).into(),
+        ]),
+        IntTuple::tuple([
+            token.into(),
+            IntTuple::tuple([
+                IntTuple::tuple([1i64.into(), word.clone().into()]),
+                group.into(),
+            ]),
+            (word * words_per_chunk).into(),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// The debug output's layout in f32: `(token, head, (dim in its chunk, chunk))`, i.e.
+/// `(s_q, heads, (32, 16)) : (P0, P1, (1, 32))` for the element strides `P0, P1`.
+pub fn precast_layout<D: DynInt>(tokens: Int<D>, heads: Int<D>, strides: [Int<D>; 2]) -> Layout<D> {
+    let [token_stride, head_stride] = strides;
+    let block = BLOCK as i64;
+    Layout::new(
+        IntTuple::tuple([
+            tokens.into(),
+            heads.into(),
+            IntTuple::tuple([block.into(), (CHUNKS_PER_HEAD as i64).into()]),
+        ]),
+        IntTuple::tuple([
+            token_stride.into(),
+            head_stride.into(),
+            IntTuple::tuple([1i64.into(), block.into()]),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// The head and 32-dim chunk whose values unit `ka` of group `g` holds
+/// ([`o_fused_unit`]'s inverse).
+fn head_and_chunk(g: usize, ka: usize) -> (usize, usize) {
+    (g * WV_GROUP_SIZE + ka % WV_GROUP_SIZE, ka / WV_GROUP_SIZE)
+}
+
+/// The i32 word and its byte a byte offset of `out_scale` names.
+fn word_and_byte(byte_offset: usize) -> (usize, usize) {
+    let per_word = SCALE_WORD_BYTES as usize;
+    (byte_offset / per_word, byte_offset % per_word)
+}
+
+/// The strides of the rank-3 description `[s_q, groups, 4096]` of `out_data`, read off a
+/// [`data_layout`].
+pub fn described_data_strides(layout: &Layout) -> [usize; 3] {
+    let flat = flat_strides(layout);
+    [flat[0], flat[2], flat[3]]
+}
+
+/// The strides of the rank-3 description `[s_q, heads, 512]` of `precast`, read off a
+/// [`precast_layout`].
+pub fn described_precast_strides(layout: &Layout) -> [usize; 3] {
+    let flat = flat_strides(layout);
+    [flat[0], flat[1], flat[2]]
 }
 
 /// Groups a kernel with `heads` live heads writes.
@@ -61,6 +168,18 @@ impl OutputLayout {
             scale_strides: [1, GROUP_SCALE_WORDS * s_q, s_q],
             ..Self::row_major(s_q, groups)
         }
+    }
+
+    /// `out_data` as [`data_layout`].
+    pub fn data_layout(&self) -> Layout {
+        let [t, g] = self.data_strides.map(static_int);
+        data_layout(static_int(self.s_q), static_int(self.groups), [t, g])
+    }
+
+    /// `out_scale` as [`scale_layout`].
+    pub fn scale_layout(&self) -> Layout {
+        let strides = self.scale_strides.map(static_int);
+        scale_layout(static_int(self.s_q), static_int(self.groups), strides)
     }
 
     /// Index of code `j` of (token b, group g).
@@ -139,6 +258,17 @@ impl OutputLayout {
     }
 }
 
+fn static_int(v: usize) -> Int<StaticOnly> {
+    Int::Static(v as i64)
+}
+
+/// `layout`'s offset of (token b, head h, `dim`).
+fn offset(layout: &Layout, b: usize, h: usize, dim: usize) -> usize {
+    layout
+        .offset_at(&[b as i64, h as i64, dim as i64])
+        .expect("a coordinate of the layout's rank") as usize
+}
+
 /// The two output tensors' storage: what a launch starts from, or what it left.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputBuffers {
@@ -188,20 +318,28 @@ impl OutputBuffers {
 
     /// Code `j` of unit `ka` of (token b, group g).
     pub fn code(&self, b: usize, g: usize, ka: usize, j: usize) -> u8 {
-        self.data[self.layout.data_index(b, g, ka * BLOCK + j)]
+        let (h, cc) = head_and_chunk(g, ka);
+        self.data[offset(&self.layout.data_layout(), b, h, cc * BLOCK + j)]
     }
 
     /// The ue8m0 exponent of unit `ka` of (token b, group g).
     pub fn scale_byte(&self, b: usize, g: usize, ka: usize) -> u8 {
-        let word = self.scale[self.layout.scale_index(b, g, ka / 4)] as u32;
-        (word >> (8 * (ka % 4))) as u8
+        let (h, cc) = head_and_chunk(g, ka);
+        self.exponent(&self.layout.scale_layout(), b, h, cc)
     }
 
-    fn set_scale_byte(&mut self, b: usize, g: usize, ka: usize, ex: u8) {
-        let i = self.layout.scale_index(b, g, ka / 4);
-        let shift = 8 * (ka % 4);
-        let word = (self.scale[i] as u32 & !(0xFF << shift)) | u32::from(ex) << shift;
-        self.scale[i] = word as i32;
+    /// The exponent of chunk `cc` of head `h` of token b, at its byte of `scale` (the
+    /// words' little-endian bytes, as the kernel stores them).
+    fn exponent(&self, scale: &Layout, b: usize, h: usize, cc: usize) -> u8 {
+        let (word, byte) = word_and_byte(offset(scale, b, h, cc));
+        self.scale[word].to_le_bytes()[byte]
+    }
+
+    fn set_exponent(&mut self, scale: &Layout, b: usize, h: usize, cc: usize, ex: u8) {
+        let (word, byte) = word_and_byte(offset(scale, b, h, cc));
+        let mut bytes = self.scale[word].to_le_bytes();
+        bytes[byte] = ex;
+        self.scale[word] = i32::from_le_bytes(bytes);
     }
 
     /// Casts `o` (`[s_q, heads, 512]` f32) to MXFP8 into the live groups, like the kernel's
@@ -213,6 +351,7 @@ impl OutputBuffers {
             s_q * heads * HEAD_DIM,
             "o is not [s_q, heads, 512]"
         );
+        let (data, scale) = (self.layout.data_layout(), self.layout.scale_layout());
         for b in 0..s_q {
             for h in 0..heads {
                 for cc in 0..CHUNKS_PER_HEAD {
@@ -220,10 +359,9 @@ impl OutputBuffers {
                     let chunk: &[f32; BLOCK] =
                         o[start..start + BLOCK].try_into().expect("32 values");
                     let (ex, codes) = mxfp8::encode_block(chunk);
-                    let (g, ka) = o_fused_unit(h, cc);
-                    let at = self.layout.data_index(b, g, ka * BLOCK);
+                    let at = offset(&data, b, h, cc * BLOCK);
                     self.data[at..at + BLOCK].copy_from_slice(&codes);
-                    self.set_scale_byte(b, g, ka, ex);
+                    self.set_exponent(&scale, b, h, cc, ex);
                 }
             }
         }
@@ -233,14 +371,15 @@ impl OutputBuffers {
     pub fn read_mxfp8(&self, heads: usize) -> Vec<f32> {
         let s_q = self.layout.s_q;
         let mut o = vec![0f32; s_q * heads * HEAD_DIM];
+        let (data, scale) = (self.layout.data_layout(), self.layout.scale_layout());
         for b in 0..s_q {
             for h in 0..heads {
                 for cc in 0..CHUNKS_PER_HEAD {
-                    let (g, ka) = o_fused_unit(h, cc);
-                    let ex = self.scale_byte(b, g, ka);
+                    let ex = self.exponent(&scale, b, h, cc);
+                    let at = offset(&data, b, h, cc * BLOCK);
                     for j in 0..BLOCK {
                         o[(b * heads + h) * HEAD_DIM + cc * BLOCK + j] =
-                            mxfp8::decode_value(self.code(b, g, ka, j), ex);
+                            mxfp8::decode_value(self.data[at + j], ex);
                     }
                 }
             }
@@ -273,10 +412,32 @@ mod tests {
     #[test]
     fn scale_bytes_are_little_endian_within_words() {
         let mut out = OutputBuffers::filled(OutputLayout::row_major(1, 1), 0, 0);
-        out.set_scale_byte(0, 0, 5, 0xAB);
-        out.set_scale_byte(0, 0, 7, 0x81);
+        let scale = out.layout.scale_layout();
+        // Units 5 and 7: heads 5 and 7 of group 0, chunk 0.
+        out.set_exponent(&scale, 0, 5, 0, 0xAB);
+        out.set_exponent(&scale, 0, 7, 0, 0x81);
         assert_eq!(out.scale[1] as u32, 0x8100_AB00);
         assert_eq!(out.scale_byte(0, 0, 5), 0xAB);
+    }
+
+    /// The layouts place chunk `cc` of head `h` where the o-fused unit rule says.
+    #[test]
+    fn the_layouts_are_the_o_fused_placement() {
+        for layout in [
+            OutputLayout::row_major(3, 4),
+            OutputLayout::token_innermost_scales(3, 4),
+        ] {
+            let (data, scale) = (layout.data_layout(), layout.scale_layout());
+            for (b, h, cc) in [(0, 0, 0), (1, 9, 15), (2, 31, 7), (2, 12, 3)] {
+                let (g, ka) = o_fused_unit(h, cc);
+                for j in [0, 5, 31] {
+                    let want = layout.data_index(b, g, ka * BLOCK + j);
+                    assert_eq!(offset(&data, b, h, cc * BLOCK + j), want);
+                }
+                let want = (layout.scale_index(b, g, ka / 4), ka % 4);
+                assert_eq!(word_and_byte(offset(&scale, b, h, cc)), want);
+            }
+        }
     }
 
     #[test]

@@ -1,17 +1,93 @@
 //! Q in the chunk-interleaved layout: within a token's row, element (h, d) sits at
 //! `(d / 16) * HP * 16 + h * 16 + d % 16`, so the 16-dim chunk `c` of every head is contiguous
 //! (`HP` = padded heads). Rows of consecutive tokens are `token_stride` elements apart.
+//!
+//! [`layout`] is that layout, the one the host packs and checks Q by.
 
-use super::HEAD_DIM;
+use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+
+use super::cache::flat_strides;
 use super::problem::ProblemError;
+use super::{HEAD_DIM, ROPE_DIM};
 use crate::formats::bf16::bf16;
 
 /// Dims per interleaved chunk.
 pub const CHUNK: usize = 16;
 
+/// Q's layout in elements: `(token, head, dim) -> offset` with the dim a `(16, 32)` mode
+/// (dim in its chunk, chunk), i.e. `(s_q, HP, (16, 32)) : (token_stride, 16, (1, 16 HP))`.
+pub fn layout<D: DynInt>(tokens: Int<D>, padded_heads: Int<D>, token_stride: Int<D>) -> Layout<D> {
+    let chunks = (HEAD_DIM / CHUNK) as i64;
+    let chunk = CHUNK as i64;
+    Layout::new(
+        IntTuple::tuple([
+            tokens.into(),
+            padded_heads.clone().into(),
+            IntTuple::tuple([chunk.into(), chunks.into()]),
+        ]),
+        IntTuple::tuple([
+            token_stride.into(),
+            chunk.into(),
+            IntTuple::tuple([1.into(), (padded_heads * chunk).into()]),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// [`layout`] with every extent and stride known.
+pub fn host_layout(tokens: usize, padded_heads: usize, token_stride: usize) -> Layout {
+    let int = |v: usize| Int::<StaticOnly>::Static(v as i64);
+    layout(int(tokens), int(padded_heads), int(token_stride))
+}
+
+/// The strides of the rank-4 description `[s_q, 32, HP, 16]` (token, chunk, head, dim in
+/// the chunk) that host APIs pass Q as, read off `layout`.
+pub fn described_strides(layout: &Layout) -> [usize; 4] {
+    let flat = flat_strides(layout);
+    [flat[0], flat[3], flat[1], flat[2]]
+}
+
+/// cos_sin's layout in f32 elements: `(position, (pair, cos | sin))`, i.e.
+/// `(rows, (32, 2)) : (row_stride, (1, 32))`: a position's 32 cosines, then its 32 sines.
+pub fn cos_sin_layout<D: DynInt>(rows: Int<D>, row_stride: Int<D>) -> Layout<D> {
+    let pairs = (ROPE_DIM / 2) as i64;
+    Layout::new(
+        IntTuple::tuple([rows.into(), IntTuple::tuple([pairs.into(), 2i64.into()])]),
+        IntTuple::tuple([
+            row_stride.into(),
+            IntTuple::tuple([1i64.into(), pairs.into()]),
+        ]),
+    )
+    .expect("shape and stride of one profile")
+}
+
+/// [`cos_sin_layout`] with every extent and stride known.
+pub fn host_cos_sin_layout(rows: usize, row_stride: usize) -> Layout {
+    let int = |v: usize| Int::<StaticOnly>::Static(v as i64);
+    cos_sin_layout(int(rows), int(row_stride))
+}
+
+/// The strides of the rank-2 description `[rows, 64]` of cos_sin, read off `layout`.
+pub fn cos_sin_described_strides(layout: &Layout) -> [usize; 2] {
+    let flat = flat_strides(layout);
+    [flat[0], flat[1]]
+}
+
 /// Offset of element (h, d) inside a token's row of a chunk-interleaved Q with `padded_heads`.
 pub fn chunk_interleaved_offset(padded_heads: usize, h: usize, d: usize) -> usize {
-    (d / CHUNK) * padded_heads * CHUNK + h * CHUNK + d % CHUNK
+    element(
+        &host_layout(1, padded_heads, padded_heads * HEAD_DIM),
+        0,
+        h,
+        d,
+    )
+}
+
+/// Index of element (h, d) of token b under a Q `layout`.
+fn element(layout: &Layout, b: usize, h: usize, d: usize) -> usize {
+    layout
+        .offset_at(&[b as i64, h as i64, d as i64])
+        .expect("a coordinate of the layout's rank") as usize
 }
 
 /// The whole Q buffer of one launch: `s_q` rows of `token_stride` bf16 elements; the first
@@ -77,13 +153,14 @@ impl QueryBuffer {
             });
         }
         let mut q = Self::new(s_q, padded_heads, token_stride, fill)?;
+        let layout = q.layout();
         for (i, &value) in plain.iter().enumerate() {
             let (b, h, d) = (
                 i / (padded_heads * HEAD_DIM),
                 i / HEAD_DIM % padded_heads,
                 i % HEAD_DIM,
             );
-            q.set(b, h, d, value);
+            q.data[element(&layout, b, h, d)] = value;
         }
         Ok(q)
     }
@@ -91,9 +168,10 @@ impl QueryBuffer {
     /// The values as plain row-major `[s_q, padded_heads, 512]` (padding dropped).
     pub fn unpack(&self) -> Vec<bf16> {
         let mut plain = Vec::with_capacity(self.s_q * self.padded_heads * HEAD_DIM);
+        let layout = self.layout();
         for b in 0..self.s_q {
             for h in 0..self.padded_heads {
-                plain.extend((0..HEAD_DIM).map(|d| self.get(b, h, d)));
+                plain.extend((0..HEAD_DIM).map(|d| self.data[element(&layout, b, h, d)]));
             }
         }
         plain
@@ -128,13 +206,18 @@ impl QueryBuffer {
         Ok(())
     }
 
+    /// The buffer's [`layout`].
+    pub fn layout(&self) -> Layout {
+        host_layout(self.s_q, self.padded_heads, self.token_stride)
+    }
+
     /// Index into `data` of element (h, d) of token b.
     pub fn offset(&self, b: usize, h: usize, d: usize) -> usize {
         assert!(
             b < self.s_q && h < self.padded_heads && d < HEAD_DIM,
             "q[{b}, {h}, {d}] out of range"
         );
-        b * self.token_stride + chunk_interleaved_offset(self.padded_heads, h, d)
+        element(&self.layout(), b, h, d)
     }
 
     /// Element (h, d) of token b.
@@ -173,6 +256,13 @@ mod tests {
                 seen[o] = true;
             }
         }
+    }
+
+    #[test]
+    fn the_rank_4_description_has_the_layouts_strides() {
+        let (hp, stride) = (24, 24 * 512 + 8);
+        let layout = host_layout(3, hp, stride);
+        assert_eq!(described_strides(&layout), [stride, hp * CHUNK, CHUNK, 1]);
     }
 
     #[test]
