@@ -822,7 +822,10 @@ mod tests {
         p.swa = p.swa.with_row_stride(p.swa.width + 3, 0);
         p.extra = p.extra.with_row_stride(p.extra.width + 5, 0);
         let unaligned = p.with_cos_sin_stride(66, 0.0).validate().unwrap_err();
-        assert!(unaligned.to_string().contains("multiple of 4"), "{unaligned}");
+        assert!(
+            unaligned.to_string().contains("multiple of 4"),
+            "{unaligned}"
+        );
         *p = p.with_cos_sin_stride(80, f32::NAN);
         p.validate().unwrap();
         let loaded = from_bytes(&to_bytes(&strided, None).unwrap()).unwrap().case;
