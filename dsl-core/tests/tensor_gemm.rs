@@ -120,14 +120,63 @@ enum Steps {
     TwoRanges,
 }
 
+/// Where a K tile lands in shared memory: one tile, or stage `kt % 2` of a two-stage ring
+/// chosen at run time (the stage index of a pipeline).
+#[derive(Clone, Copy, PartialEq)]
+enum Tiles {
+    Single,
+    RuntimeStage,
+}
+
+impl Tiles {
+    fn stages(self) -> i64 {
+        match self {
+            Tiles::Single => 1,
+            Tiles::RuntimeStage => 2,
+        }
+    }
+
+    /// The `[rows, 64]` tile K tile `kt` uses, of a buffer of `stages()` such tiles.
+    fn tile(
+        self,
+        buffer: &dsl_core::tensor::Tensor<bf16, dsl_core::tensor::Shared>,
+        rows: i64,
+        kt: i64,
+    ) -> dsl_core::tensor::Tensor<bf16, dsl_core::tensor::Shared> {
+        match self {
+            Tiles::Single => buffer.clone(),
+            Tiles::RuntimeStage => {
+                // Zero at run time (threads < 2^16), so the stage index is a runtime value.
+                let stage = (thread_idx_x() >> 16u32) + (kt % 2) as u32;
+                buffer.local_tile(&[rows, 64], (stage, 0u32))
+            }
+        }
+    }
+}
+
+/// A ring of `stages` `[rows, 64]` bf16 K-major tiles, 128-byte swizzled.
+fn smem_ring(
+    name: &str,
+    rows: i64,
+    stages: i64,
+) -> dsl_core::tensor::Tensor<bf16, dsl_core::tensor::Shared> {
+    smem_tile(
+        name,
+        canonical::k_major(Swizzle::B128, rows * stages, 64, 2).unwrap(),
+    )
+    .tensor::<bf16>()
+}
+
 fn wgmma_kernel(k: i64, rs: bool, steps: Steps) -> Kernel {
+    wgmma_kernel_in(k, rs, steps, Tiles::Single)
+}
+
+fn wgmma_kernel_in(k: i64, rs: bool, steps: Steps, tiles: Tiles) -> Kernel {
     trace_kernel("tensor_gemm_sm90", Target::Sm90a, || {
         threads(256, 1, 1);
         let (ga, gb, gc) = params();
-        let sa =
-            smem_tile("a", canonical::k_major(Swizzle::B128, M, 64, 2).unwrap()).tensor::<bf16>();
-        let sb =
-            smem_tile("b", canonical::k_major(Swizzle::B128, N, 64, 2).unwrap()).tensor::<bf16>();
+        let ring_a = smem_ring("a", M, tiles.stages());
+        let ring_b = smem_ring("b", N, tiles.stages());
         let copier: Layout = "(32,8):(8,1)".parse().unwrap();
         let tiled = if rs {
             WgmmaTiled::rs(MmaF16Bf16Rs::bf16(64, Major::K), Major::K, 2, M, N)
@@ -137,6 +186,7 @@ fn wgmma_kernel(k: i64, rs: bool, steps: Steps) -> Kernel {
         let thr = tiled.thread(thread_idx_x());
         let acc = thr.partition_fragment_c();
         for kt in 0..k / 64 {
+            let (sa, sb) = (tiles.tile(&ring_a, M, kt), tiles.tile(&ring_b, N, kt));
             stage_tiles(&ga, &gb, &sa, &sb, &copier, kt);
             let a = if rs {
                 WgmmaOperandA::Regs(thr.partition_a_regs(&sa).load())
@@ -165,15 +215,17 @@ fn wgmma_kernel(k: i64, rs: bool, steps: Steps) -> Kernel {
 /// tcgen05 over `[m, N]` (m = 128, or 256: two M blocks side by side in tensor memory) with
 /// `m` threads, each storing its row.
 fn tcgen05_kernel(m: i64, k: i64, steps: Steps) -> Kernel {
+    tcgen05_kernel_in(m, k, steps, Tiles::Single)
+}
+
+fn tcgen05_kernel_in(m: i64, k: i64, steps: Steps, tiles: Tiles) -> Kernel {
     trace_kernel("tensor_gemm_sm100", Target::Sm100a, || {
         threads(m as u32, 1, 1);
         // One block of N columns for each 128 rows.
         let columns = (N * m / 128) as u32;
         let (ga, gb, gc) = params();
-        let sa =
-            smem_tile("a", canonical::k_major(Swizzle::B128, m, 64, 2).unwrap()).tensor::<bf16>();
-        let sb =
-            smem_tile("b", canonical::k_major(Swizzle::B128, N, 64, 2).unwrap()).tensor::<bf16>();
+        let ring_a = smem_ring("a", m, tiles.stages());
+        let ring_b = smem_ring("b", N, tiles.stages());
         let bar = smem_alloc("bar", 8, 8);
         let slot = smem_alloc("tmem_slot", 4, 4);
         let mbar = Mbarrier::at(bar.addr());
@@ -211,6 +263,7 @@ fn tcgen05_kernel(m: i64, k: i64, steps: Steps) -> Kernel {
         )
         .unwrap();
         for kt in 0..k / 64 {
+            let (sa, sb) = (tiles.tile(&ring_a, m, kt), tiles.tile(&ring_b, N, kt));
             stage_tiles(&ga, &gb, &sa, &sb, &copier, kt);
             let (a, b) = (tiled.partition_a(&sa), tiled.partition_b(&sb));
             branch(tid.eq(0u32), (), &[], SourceLoc::caller(), |t, ()| {
@@ -283,6 +336,59 @@ fn tcgen05_two_m_blocks_in_two_k_ranges_are_exact() {
     let p = Problem::new(2 * M, 2 * K);
     let kernel = tcgen05_kernel(p.m, p.k, Steps::TwoRanges);
     assert_eq!(p.run(&kernel), p.reference());
+}
+
+/// A stage of a ring picked at run time gives the MMAs the numbers of a single tile: the
+/// descriptors' start addresses move at run time, their layouts stay the checked ones.
+#[test]
+fn wgmma_ss_tile_of_a_runtime_stage_is_exact() {
+    let p = Problem::new(M, 4 * K);
+    let single = p.run(&wgmma_kernel_in(p.k, false, Steps::Whole, Tiles::Single));
+    let staged = p.run(&wgmma_kernel_in(
+        p.k,
+        false,
+        Steps::Whole,
+        Tiles::RuntimeStage,
+    ));
+    assert_eq!(staged, single);
+    assert_eq!(staged, p.reference());
+}
+
+#[test]
+fn tcgen05_ss_tile_of_a_runtime_stage_is_exact() {
+    let p = Problem::new(2 * M, 4 * K);
+    let single = p.run(&tcgen05_kernel_in(p.m, p.k, Steps::Whole, Tiles::Single));
+    let staged = p.run(&tcgen05_kernel_in(
+        p.m,
+        p.k,
+        Steps::Whole,
+        Tiles::RuntimeStage,
+    ));
+    assert_eq!(staged, single);
+    assert_eq!(staged, p.reference());
+}
+
+/// A runtime offset that is not a whole number of swizzle periods cannot keep the layout
+/// the descriptor describes: a trace error that says how to offset the tile instead.
+#[test]
+fn an_operand_offset_by_a_runtime_row_is_a_trace_error() {
+    let err = trace_kernel("tensor_gemm_bad_offset", Target::Sm100a, || {
+        threads(128, 1, 1);
+        let ring = smem_ring("a", M, 2);
+        let row = thread_idx_x() >> 16u32;
+        let tile = ring.local_tile(&[M, 64], (0u32, 0u32));
+        let shifted = tile.local_tile(&[1, 64], (row, 0u32));
+        let tiled = Tcgen05Tiled::ss(
+            tcgen05::MmaF16Bf16Ss::bf16(128, 64, Major::K, Major::K),
+            Major::K,
+            Major::K,
+            N,
+        );
+        tiled.partition_a(&shifted);
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("runtime offset in steps of"), "{err}");
 }
 
 /// The RS form assembles for sm_90a (when a ptxas is installed).

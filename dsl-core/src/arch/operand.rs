@@ -165,6 +165,14 @@ impl SmemOperand {
         }
     }
 
+    /// The same operand with its start address moved at run time by `units` of 16 bytes (the
+    /// descriptor's address unit; e.g. stage `s` of a ring): the caller has checked that the
+    /// move is a multiple of the swizzle period, so the static fields still describe the tile.
+    pub(crate) fn moved_by_16_byte_units(mut self, units: Val<u32>) -> Self {
+        self.desc = self.desc + units.cast::<u64>();
+        self
+    }
+
     /// The name of the shared buffer the operand lives in.
     pub fn name(&self) -> &str {
         &self.name

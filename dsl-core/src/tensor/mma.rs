@@ -80,21 +80,47 @@ fn first_step_scale(ks: i64, steps: &Range<i64>, first: Accumulate) -> Accumulat
 }
 
 /// A canonical operand tile for an MMA from a shared-memory tensor (its swizzle, offset
-/// and layout, read back as a tile of its buffer).
+/// and layout, read back as a tile of its buffer). A runtime part of the offset (e.g. the
+/// stage of a ring) moves the descriptor's start address at run time; it must be a multiple
+/// of the swizzle period (and of 16 bytes), so the static tile the layout checks describe is
+/// the one the MMA reads.
 #[track_caller]
 fn operand_of(t: &Tensor<bf16, Shared>, major: Major, format: DescFormat) -> SmemOperand {
+    const ELEM_BYTES: i64 = 2;
     let tile = (|| {
-        if t.offset.dynamic.is_some() {
-            return Err(format!(
-                "the tensor {t:?} has a runtime offset; pass the whole tile"
-            ));
-        }
         let layout = t.layout.to_static().map_err(|e| e.to_string())?;
-        ComposedLayout::new(t.engine.swizzle, 2 * t.offset.constant, layout, 2)
-            .map_err(|e| e.to_string())
+        let composed = ComposedLayout::new(
+            t.engine.swizzle,
+            ELEM_BYTES * t.offset.constant,
+            layout,
+            ELEM_BYTES as u32,
+        )
+        .map_err(|e| e.to_string())?;
+        let moved = match t.offset.dynamic {
+            None => None,
+            Some(elements) => {
+                let step = ELEM_BYTES * t.dyn_align;
+                let period = t.engine.swizzle.period().max(16);
+                if step == 0 || step % period != 0 {
+                    return Err(format!(
+                        "the tensor {t:?} has a runtime offset in steps of {step} bytes, which \
+                         may not keep its {period}-byte swizzle pattern; offset it only by \
+                         whole tiles (e.g. `local_tile` of a ring by a runtime stage)"
+                    ));
+                }
+                Some(elements >> (16 / ELEM_BYTES).trailing_zeros())
+            }
+        };
+        Ok((composed, moved))
     })();
     match tile {
-        Ok(layout) => SmemOperand::new(&t.engine.tile.view(layout), major, format),
+        Ok((layout, moved)) => {
+            let operand = SmemOperand::new(&t.engine.tile.view(layout), major, format);
+            match moved {
+                Some(units) => operand.moved_by_16_byte_units(units),
+                None => operand,
+            }
+        }
         Err(e) => {
             trace_error(format!("an MMA operand: {e}"));
             SmemOperand::new(&t.engine.tile, major, format)
