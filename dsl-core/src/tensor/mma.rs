@@ -37,6 +37,44 @@ pub(super) fn tv(thread: &[(i64, i64, i64)], values: &[(i64, i64, i64)], rows: i
     Layout::from_modes([mode(thread), mode(values)])
 }
 
+/// The (row, col) in the tile of value `value` (a flat index of the value mode) of thread
+/// `thread`, under the thread-value layout of per-leaf (extent, row step, col step): the same
+/// layout as [`tv`], read along each axis alone, for an epilogue's bounds checks.
+#[track_caller]
+fn tv_coord(
+    thread_leaves: &[(i64, i64, i64)],
+    value_leaves: &[(i64, i64, i64)],
+    thread: Val<u32>,
+    value: i64,
+) -> (Val<u32>, Val<u32>) {
+    let along = |axis: fn(&(i64, i64, i64)) -> i64| -> Val<u32> {
+        let project = |leaves: &[(i64, i64, i64)]| -> Vec<(i64, i64, i64)> {
+            leaves.iter().map(|l| (l.0, axis(l), 0)).collect()
+        };
+        let layout = tv(&project(thread_leaves), &project(value_leaves), 1);
+        let result = (|| {
+            let at_value = layout.mode(1)?.offset(&IntTuple::from(value))?.value() as u32;
+            Ok::<_, LayoutError>(
+                match layout
+                    .mode(0)?
+                    .offset(&IntTuple::Leaf(Int::Dynamic(thread)))?
+                {
+                    Int::Static(row) => Val::constant(row as u32 + at_value),
+                    Int::Dynamic(row) => row + at_value,
+                },
+            )
+        })();
+        match result {
+            Ok(v) => v,
+            Err(e) => {
+                trace_error(format!("the coordinate of C value {value}: {e}"));
+                Val::constant(0u32)
+            }
+        }
+    };
+    (along(|l| l.1), along(|l| l.2))
+}
+
 /// (extent, row step, col step) of each leaf of mode `mode` of a fragment.
 fn leaves(f: &fragment::Fragment, mode: usize) -> Vec<(i64, i64, i64)> {
     let (rows, cols) = (f.rows().mode(mode).unwrap(), f.cols().mode(mode).unwrap());
@@ -230,6 +268,13 @@ impl WgmmaTiled {
     /// The thread-value layout of C: thread `((4,8,4), warpgroups)`, values
     /// `((2,2,N/8), m_reps, n_reps)`, into the column-major index of the tile.
     fn tv_c(&self) -> Layout {
+        let (thread, values) = self.tv_c_leaves();
+        tv(&thread, &values, self.tile_m)
+    }
+
+    /// The leaves of [`WgmmaTiled::tv_c`] as (extent, row step, col step).
+    #[allow(clippy::type_complexity)]
+    fn tv_c_leaves(&self) -> (Vec<(i64, i64, i64)>, Vec<(i64, i64, i64)>) {
         let f = fragment::wgmma_accumulator_f32(self.n).expect("N checked by the atom");
         let wg_rows = 64 * i64::from(self.warpgroups);
         let mut thread = leaves(&f, 0);
@@ -237,7 +282,7 @@ impl WgmmaTiled {
         let mut values = leaves(&f, 1);
         values.push((self.m_reps(), wg_rows, 0));
         values.push((self.n_reps(), 0, i64::from(self.n)));
-        tv(&thread, &values, self.tile_m)
+        (thread, values)
     }
 
     /// The thread-value layout of A in registers (ptx-reference.md §17): thread
@@ -284,6 +329,14 @@ impl WgmmaThread {
     #[track_caller]
     pub fn partition_c<E, En: Engine>(&self, c: &Tensor<E, En>) -> Tensor<E, En> {
         partition_tv(c, &self.tiled.tv_c(), self.thread, "wgmma partition_c")
+    }
+
+    /// The (row, col) within the C tile of this thread's value `value` (a flat index of
+    /// [`WgmmaThread::partition_c`]), for the bounds checks of a tile on C's edge.
+    #[track_caller]
+    pub fn coord_c(&self, value: i64) -> (Val<u32>, Val<u32>) {
+        let (thread, values) = self.tiled.tv_c_leaves();
+        tv_coord(&thread, &values, self.thread, value)
     }
 
     /// The accumulator: `N/2 m_reps n_reps` f32 registers of this thread, zeroed, shaped
@@ -543,11 +596,22 @@ impl Tcgen05Tiled {
                 ),
             ));
         }
-        Ok(tv(
-            &[(self.tile_m, 1, 0)],
-            &[(self.tile_n, 0, 1)],
-            self.tile_m,
-        ))
+        let (thread, values) = self.tv_c_leaves();
+        Ok(tv(&thread, &values, self.tile_m))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn tv_c_leaves(&self) -> ([(i64, i64, i64); 1], [(i64, i64, i64); 1]) {
+        ([(self.tile_m, 1, 0)], [(self.tile_n, 0, 1)])
+    }
+
+    /// The (row, col) within the C tile of value `value` (a flat index of
+    /// [`Tcgen05Tiled::partition_c`]) of thread `thread`, for the bounds checks of a tile on
+    /// C's edge.
+    #[track_caller]
+    pub fn coord_c(&self, thread: Val<u32>, value: i64) -> (Val<u32>, Val<u32>) {
+        let (threads, values) = self.tv_c_leaves();
+        tv_coord(&threads, &values, thread, value)
     }
 
     /// Thread `thread`'s row of the C tile `[tile_m, tile_n]` (any memory), in the order of

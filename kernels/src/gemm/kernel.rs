@@ -23,16 +23,16 @@ use dsl_core::arch::Accumulate;
 use dsl_core::arch::cvt::f32x2_to_bf16x2;
 use dsl_core::arch::mbarrier::Mbarrier;
 use dsl_core::arch::memory::{Gmem, Smem, load, store_with};
-use dsl_core::arch::operand::{DescFormat, SmemOperand};
 use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::{NamedBarrier, sync_threads};
-use dsl_core::arch::thread::{elect_one, lane_id, thread_idx_x, warp_id};
+use dsl_core::arch::thread::{elect_one, lane_id, thread_idx_x};
 use dsl_core::arch::tma::TensorMap;
 use dsl_core::layout::{Major, Swizzle, canonical};
 use dsl_core::pipeline::roles::{RegisterPlan, warp_in_warpgroup, warpgroup_index};
 use dsl_core::pipeline::scheduler::{Tile, TileScheduler};
 use dsl_core::pipeline::{PipelineState, TmaPipeline};
+use dsl_core::tensor::{self, Global, Regs, Shared, Tcgen05Tiled, Tmem, WgmmaThread, WgmmaTiled};
 use dsl_core::trace::{
     IntoVal, Pred, SmemTile, Tensor, Val, current_target, dyn_range, min_ctas_per_sm, smem_alloc,
     smem_tile, stage, threads,
@@ -61,10 +61,9 @@ struct Gemm {
     pipe: TmaPipeline,
     sched: TileScheduler,
     k_tiles: Val<u32>,
-    /// C's rows, columns and row stride (elements).
+    /// C's rows and columns.
     m: Val<u32>,
     n: Val<u32>,
-    ldc: Val<u32>,
 }
 
 /// `C = A . B^T`: `a` maps A `[M, K]` (dims `[K, M]`, box `[64, 128]`), `b` maps B
@@ -110,7 +109,6 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
         k_tiles,
         m,
         n,
-        ldc: c.stride(0).cast::<u32>(),
     };
 
     stage("setup: barriers");
@@ -133,7 +131,7 @@ pub fn gemm_bf16_tn(a: TensorMap<bf16, 2>, b: TensorMap<bf16, 2>, c: Tensor<bf16
             } else {
                 plan.enter(1);
                 stage("consumers: wgmma and epilogue");
-                consume_wgmma(&g, wg - 1);
+                consume_wgmma(&g);
             }
         }
         Target::Sm100a => {
@@ -179,16 +177,6 @@ fn ring(name: &str, rows: u32, stages: u32) -> SmemTile {
     smem_tile(name, layout)
 }
 
-/// Whether K-step `ks` of K-block `kt` adds into the accumulator: all but the tile's very
-/// first step, which overwrites what the previous tile left.
-fn accumulates(ks: i64, kt: Val<u32>) -> Accumulate {
-    if ks == 0 {
-        Accumulate::Runtime(kt.gt(0u32))
-    } else {
-        Accumulate::Static(true)
-    }
-}
-
 /// Stage `st`'s slot of a ring of `bytes`-sized stages.
 #[device]
 fn stage_of(ring: &SmemTile, st: &PipelineState, bytes: u32) -> Smem {
@@ -229,34 +217,51 @@ fn produce(g: &Gemm) {
     }
 }
 
-/// A consumer warpgroup of sm_90a: rows `64 * group ..` of every tile.
+/// Stage `st` of a ring of `[rows, 64]` tiles, as the tensor the tiled MMA partitions.
+fn stage_tile(ring: &SmemTile, rows: u32, st: &PipelineState) -> tensor::Tensor<bf16, Shared> {
+    ring.tensor::<bf16>()
+        .local_tile(&[i64::from(rows), i64::from(TILE_K)], (st.index(), 0u32))
+}
+
+/// C tile `tile` as a global tensor, unit column stride.
+fn c_tile(g: &Gemm, tile: Tile) -> tensor::Tensor<bf16, Global> {
+    let tiling = g.tiling;
+    g.c.view([None, Some(1)]).local_tile(
+        &[i64::from(tiling.tile_m), i64::from(tiling.tile_n)],
+        (tile.m, tile.n),
+    )
+}
+
+/// Whether C tile `tile` lies wholly inside C (its stores need no bounds checks).
+fn tile_is_whole(g: &Gemm, tile: Tile) -> Pred {
+    let tiling = g.tiling;
+    ((tile.m + 1) * tiling.tile_m).le(g.m) & ((tile.n + 1) * tiling.tile_n).le(g.n)
+}
+
+/// A consumer warpgroup of sm_90a: rows `64 * group ..` of every tile, through the tiled
+/// wgmma over both consumer warpgroups.
 #[device]
-fn consume_wgmma(g: &Gemm, group: Val<u32>) {
+fn consume_wgmma(g: &Gemm) {
     let (pipe, sched, tiling) = (&g.pipe, g.sched, g.tiling);
-    let a_op = SmemOperand::new(&g.a_ring, Major::K, DescFormat::Gmma);
-    let b_op = SmemOperand::new(&g.b_ring, Major::K, DescFormat::Gmma);
-    let atom = wgmma::MmaF16Bf16Ss::bf16_for(tiling.tile_n, &a_op, &b_op);
-    let rows = group * a_op.block_offset(64, 0);
-    let acc = wgmma::Accumulator::zeros(tiling.tile_n);
+    let atom = wgmma::MmaF16Bf16Ss::bf16(tiling.tile_n, Major::K, Major::K);
+    let tiled = WgmmaTiled::ss(
+        atom,
+        tiling.consumers,
+        i64::from(tiling.tile_m),
+        i64::from(tiling.tile_n),
+    );
+    let thr = tiled.thread(thread_idx_x() - 128u32);
+    let acc = thr.partition_fragment_c();
     let mut st = pipe.consumer_start();
     let mut t = sched.first();
     while sched.is_valid(t) {
         let tile = sched.tile(t);
         for kt in dyn_range(0u32, g.k_tiles) {
             pipe.consumer_wait(&st);
-            let a_stage = st.index() * tiling.a_stage_bytes() + rows;
-            let b_stage = st.index() * tiling.b_stage_bytes();
+            let a = thr.partition_a(&stage_tile(&g.a_ring, tiling.tile_m, &st), Major::K);
+            let b = thr.partition_b(&stage_tile(&g.b_ring, tiling.tile_n, &st));
             wgmma::fence();
-            for ks in 0..(TILE_K / 16) as i64 {
-                let accumulate = accumulates(ks, kt);
-                atom.mma(
-                    &acc,
-                    a_op.at_mn(0).plus(a_stage),
-                    b_op.at_mn(0).plus(b_stage),
-                    ks,
-                    accumulate,
-                );
-            }
+            thr.gemm(&acc, &a, &b, Accumulate::Runtime(kt.gt(0u32)));
             wgmma::commit_group();
             wgmma::wait_group(0);
             if lane_id() == 0 {
@@ -264,55 +269,43 @@ fn consume_wgmma(g: &Gemm, group: Val<u32>) {
             }
             st = st.advance();
         }
-        store_wgmma_tile(g, &acc, tile, group);
+        store_wgmma_tile(g, &thr, &acc, tile);
         t = sched.next(t);
     }
 }
 
-/// Writes a consumer's 64 x 256 accumulator as bf16. Thread (warp w, lane l) holds rows
-/// `16 w + l / 4` and `+ 8`, columns `8 j + 2 (l % 4)` and `+ 1` for j in 0..32: each
-/// register pair is one 4-byte store, its column offset folded into the address. Only a
-/// tile on C's edge checks bounds.
+/// Writes a consumer's part of the accumulator as bf16 through `partition_c` of the C tile:
+/// values `2i` and `2i + 1` are adjacent columns, one 4-byte store. Only a tile on C's edge
+/// checks bounds.
 #[device]
-fn store_wgmma_tile(g: &Gemm, acc: &wgmma::Accumulator, tile: Tile, group: Val<u32>) {
-    let tiling = g.tiling;
-    let lane = lane_id();
-    let row = tile.m * tiling.tile_m + group * 64 + (warp_id() & 3u32) * 16 + lane / 4;
-    let col = tile.n * tiling.tile_n + (lane % 4) * 2;
-    let top = g.c.base() + (row.mul_wide(g.ldc) + col.mul_wide(1)) * 2u64;
-    let bottom = top + (g.ldc.mul_wide(8) * 2u64);
-    let whole = ((tile.m + 1) * tiling.tile_m).le(g.m) & ((tile.n + 1) * tiling.tile_n).le(g.n);
-    if whole {
-        store_accumulator_rows(acc, top, bottom, tiling.tile_n, |_| None);
+fn store_wgmma_tile(g: &Gemm, thr: &WgmmaThread, acc: &tensor::Tensor<f32, Regs>, tile: Tile) {
+    let c = thr.partition_c(&c_tile(g, tile));
+    if tile_is_whole(g, tile) {
+        store_pairs(&c, acc, |_| None);
     } else {
-        let top_in = row.lt(g.m);
-        let bottom_in = (row + 8).lt(g.m);
-        store_accumulator_rows(acc, top, bottom, tiling.tile_n, |j| {
-            let col_in = (col + 8 * j).lt(g.n);
-            Some((top_in & col_in, bottom_in & col_in))
+        let (row0, col0) = (tile.m * g.tiling.tile_m, tile.n * g.tiling.tile_n);
+        store_pairs(&c, acc, |value| {
+            let (row, col) = thr.coord_c(value);
+            Some((row0 + row).lt(g.m) & (col0 + col).lt(g.n))
         });
     }
 }
 
-/// The stores of [`store_wgmma_tile`]: pair j of the top and bottom rows, where
-/// `guard(j)` holds (everywhere when it is `None`).
-fn store_accumulator_rows(
-    acc: &wgmma::Accumulator,
-    top: Gmem,
-    bottom: Gmem,
-    tile_n: u32,
-    guard: impl Fn(u32) -> Option<(Pred, Pred)>,
+/// Stores `values` (f32, as many as `c` has elements) into `c` as bf16 pairs: values `2i`
+/// and `2i + 1` of `c` are adjacent columns, stored where `guard(2i)` holds (everywhere when
+/// it is `None`).
+fn store_pairs(
+    c: &tensor::Tensor<bf16, Global>,
+    values: &tensor::Tensor<f32, Regs>,
+    guard: impl Fn(i64) -> Option<Pred>,
 ) {
-    for j in 0..tile_n / 8 {
-        let guards = guard(j);
-        let i = 4 * j as usize;
-        let at = 16 * j as i64;
-        store_pair(top + at, acc.get(i), acc.get(i + 1), guards.map(|g| g.0));
+    let count = c.static_size().unwrap_or(0);
+    for first in (0..count).step_by(2) {
         store_pair(
-            bottom + at,
-            acc.get(i + 2),
-            acc.get(i + 3),
-            guards.map(|g| g.1),
+            c.at(first),
+            values.get(first),
+            values.get(first + 1),
+            guard(first),
         );
     }
 }
@@ -328,9 +321,10 @@ fn store_pair(at: Gmem, lo: Val<f32>, hi: Val<f32>, guard: Option<Pred>) {
 #[device]
 fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
     let (pipe, sched, tiling) = (&g.pipe, g.sched, g.tiling);
-    let a_op = SmemOperand::new(&g.a_ring, Major::K, DescFormat::Umma);
-    let b_op = SmemOperand::new(&g.b_ring, Major::K, DescFormat::Umma);
-    let atom = tcgen05::MmaF16Bf16Ss::bf16_for(tiling.tile_m, tiling.tile_n, &a_op, &b_op);
+    let (tile_m, tile_n) = (i64::from(tiling.tile_m), i64::from(tiling.tile_n));
+    let atom = tcgen05::MmaF16Bf16Ss::bf16(tiling.tile_m, tiling.tile_n, Major::K, Major::K);
+    let tiled = Tcgen05Tiled::ss_tile(atom, Major::K, Major::K, tile_m, tile_n);
+    let acc = tiled.partition_fragment_c(tmem);
     let warp = warp_in_warpgroup();
     let mut st = pipe.consumer_start();
     let mut acc_phase = Val::constant(0u32);
@@ -341,19 +335,10 @@ fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
             if elect_one() {
                 for kt in dyn_range(0u32, g.k_tiles) {
                     pipe.consumer_wait(&st);
-                    let a_stage = st.index() * tiling.a_stage_bytes();
-                    let b_stage = st.index() * tiling.b_stage_bytes();
+                    let a = tiled.partition_a(&stage_tile(&g.a_ring, tiling.tile_m, &st));
+                    let b = tiled.partition_b(&stage_tile(&g.b_ring, tiling.tile_n, &st));
                     tcgen05::fence_after_thread_sync();
-                    for ks in 0..(TILE_K / 16) as i64 {
-                        let accumulate = accumulates(ks, kt);
-                        atom.mma(
-                            tmem,
-                            a_op.at_mn(0).plus(a_stage),
-                            b_op.at_mn(0).plus(b_stage),
-                            ks,
-                            accumulate,
-                        );
-                    }
+                    tiled.gemm(&acc, &a, &b, Accumulate::Runtime(kt.gt(0u32)));
                     pipe.consumer_release(&st);
                     st = st.advance();
                 }
@@ -363,7 +348,7 @@ fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
         acc_full.wait(acc_phase);
         acc_phase ^= 1u32;
         tcgen05::fence_after_thread_sync();
-        store_tmem_tile(g, tile, tmem);
+        store_tmem_tile(g, &tiled, &acc, tile);
         // The next tile's first MMA overwrites the accumulator: every warp has read it.
         tcgen05::fence_before_thread_sync();
         NamedBarrier::new(1, 128).sync();
@@ -372,27 +357,29 @@ fn consume_tcgen05(g: &Gemm, tmem: TmemAddr, acc_full: Mbarrier) {
     }
 }
 
-/// Reads a 128 x 256 f32 accumulator from TMEM (warp w: lanes 32 w ..) and stores it as
-/// bf16, 32 columns at a time.
+/// Columns of the accumulator read from TMEM at once: 32 registers per thread.
+const TMEM_CHUNK: i64 = 32;
+
+/// Reads the accumulator from TMEM (warp w: lanes 32 w ..) through the TMEM copy atom, a
+/// chunk of columns at a time, and stores each thread's row of the chunk as bf16 pairs
+/// through `partition_c` of the C tile.
 #[device]
-fn store_tmem_tile(g: &Gemm, tile: Tile, tmem: TmemAddr) {
+fn store_tmem_tile(g: &Gemm, tiled: &Tcgen05Tiled, acc: &tensor::Tensor<f32, Tmem>, tile: Tile) {
     let tiling = g.tiling;
     let warp = warp_in_warpgroup();
-    let row = tile.m * tiling.tile_m + warp * 32 + lane_id();
-    let base: Gmem =
-        g.c.base() + (row.mul_wide(g.ldc) + (tile.n * tiling.tile_n).mul_wide(1)) * 2u64;
-    let row_in: Pred = row.lt(g.m);
-    for chunk in 0..(tiling.tile_n / 32) {
-        let words = tcgen05::ld_32x32b(tmem.column(32 * chunk).warp_quadrant(warp), 32);
-        tcgen05::wait_ld();
-        for p in 0..16u32 {
-            let col = tile.n * tiling.tile_n + 32 * chunk + 2 * p;
-            store_pair(
-                base + (4 * (16 * chunk + p)) as i64,
-                words[2 * p as usize].bitcast::<f32>(),
-                words[2 * p as usize + 1].bitcast::<f32>(),
-                Some(row_in & col.lt(g.n)),
-            );
-        }
+    let thread = thread_idx_x() - 128u32;
+    let c = tiled.partition_c(&c_tile(g, tile), thread);
+    let (row, _) = tiled.coord_c(thread, 0);
+    let row_in: Pred = (tile.m * tiling.tile_m + row).lt(g.m);
+    let col0 = tile.n * tiling.tile_n;
+    let rows = i64::from(tiling.tile_m);
+    for chunk in 0..i64::from(tiling.tile_n) / TMEM_CHUNK {
+        let columns = acc.local_tile(&[rows, TMEM_CHUNK], (0u32, chunk as u32));
+        let words = tiled.load_c(&columns, warp);
+        let c_chunk = c.local_tile(&[TMEM_CHUNK], chunk as u32);
+        store_pairs(&c_chunk, &words, |value| {
+            let (_, col) = tiled.coord_c(thread, TMEM_CHUNK * chunk + value);
+            Some(row_in & (col0 + col).lt(g.n))
+        });
     }
 }
