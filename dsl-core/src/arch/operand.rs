@@ -169,7 +169,7 @@ impl SmemOperand {
     /// descriptor's address unit; e.g. stage `s` of a ring): the caller has checked that the
     /// move is a multiple of the swizzle period, so the static fields still describe the tile.
     pub(crate) fn moved_by_16_byte_units(mut self, units: Val<u32>) -> Self {
-        self.desc = self.desc + units.cast::<u64>();
+        self.desc += units.cast::<u64>();
         self
     }
 

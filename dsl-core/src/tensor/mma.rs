@@ -320,6 +320,9 @@ pub struct WgmmaThread {
 #[derive(Clone, Debug)]
 pub enum WgmmaOperandA {
     Smem(SmemOperand),
+    /// This warpgroup's 64 rows of a tile at a runtime offset (a stage of a ring): the rows
+    /// join the runtime move of the start address, once per tile instead of once per MMA.
+    SmemOwnRows(SmemOperand),
     Regs(Tensor<bf16, Regs>),
 }
 
@@ -351,9 +354,16 @@ impl WgmmaThread {
     }
 
     /// A for an SS tiling: the `[tile_m, K]` tile in shared memory as a canonical wgmma
-    /// operand (`major` as the atom was built).
+    /// operand (`major` as the atom was built). A tile at a runtime offset (a stage of a
+    /// ring) with one M repeat gives this warpgroup's own 64 rows, so that [`Self::gemm`]
+    /// moves no descriptor per MMA.
     #[track_caller]
     pub fn partition_a(&self, a: &Tensor<bf16, Shared>, major: Major) -> WgmmaOperandA {
+        let k = a.static_extent(1).unwrap_or(0);
+        if a.offset.dynamic.is_some() && self.tiled.m_reps() == 1 && k > 0 {
+            let own_rows = a.local_tile(&[64, k], (self.thread >> 7u32, 0u32));
+            return WgmmaOperandA::SmemOwnRows(operand_of(&own_rows, major, DescFormat::Gmma));
+        }
         WgmmaOperandA::Smem(operand_of(a, major, DescFormat::Gmma))
     }
 
@@ -407,7 +417,8 @@ impl WgmmaThread {
         let accumulate = accumulate.into();
         let k_steps = b.shape().map_or(0, |(_, k)| k / 16);
         let half = (t.n / 2) as usize;
-        let group = self.thread >> 7u32;
+        // Only a whole tile picks this warpgroup's rows per MMA.
+        let group = matches!(a, WgmmaOperandA::Smem(_)).then(|| self.thread >> 7u32);
         for nr in 0..t.n_reps() {
             for mr in 0..t.m_reps() {
                 let first = (mr + t.m_reps() * nr) as usize * half;
@@ -417,9 +428,12 @@ impl WgmmaThread {
                     let scale = first_step_scale(ks, &steps, accumulate);
                     match (t.a, a) {
                         (WgmmaA::Smem(atom), WgmmaOperandA::Smem(a)) => {
-                            let rows = group * a.block_offset(64, 0);
+                            let rows = group.expect("an SS A") * a.block_offset(64, 0);
                             let mn0 = 64 * i64::from(t.warpgroups) * mr;
                             atom.mma(&frag, a.at_mn(mn0).plus(rows), b_block, ks, scale);
+                        }
+                        (WgmmaA::Smem(atom), WgmmaOperandA::SmemOwnRows(a)) => {
+                            atom.mma(&frag, a.at_mn(0), b_block, ks, scale);
                         }
                         (WgmmaA::Regs(atom), WgmmaOperandA::Regs(a)) => {
                             let word = (4 * (ks + k_steps * mr)) as usize;
