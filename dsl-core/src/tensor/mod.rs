@@ -23,7 +23,7 @@
 //! through `arch::memory`, each access as wide as both layouts allow (a run of elements
 //! that the layouts make contiguous and aligned, at most 16 bytes; in a swizzled tile at
 //! most one 16-byte chunk). A runtime stride is assumed unaligned unless the author
-//! promises otherwise ([`Tensor::assume_aligned`]) or states it ([`trace::Tensor::view`]
+//! promises otherwise ([`Tensor::assume_aligned`]) or states it ([`crate::trace::Tensor::view`]
 //! with a static stride).
 //!
 //! [`mma`] tiles the MMA atoms over a CTA tile and partitions A, B and C for them.
