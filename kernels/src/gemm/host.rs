@@ -137,7 +137,7 @@ pub fn reference(shape: GemmShape, a: &[bf16], b: &[bf16]) -> Vec<bf16> {
         .collect()
 }
 
-/// Element `(i, j)` of [`reference`], for checking samples of a large product.
+/// Element `(i, j)` of [`reference()`], for checking samples of a large product.
 pub fn reference_element(shape: GemmShape, a: &[bf16], b: &[bf16], i: usize, j: usize) -> bf16 {
     let k = shape.k as usize;
     let dot: f64 = a[i * k..][..k]
@@ -253,7 +253,7 @@ impl GemmGpu {
 }
 
 /// Operands whose every product and partial sum is exact in f32 for K up to 2^14 (multiples
-/// of 1/4 in [-2, 2]), so the kernel must match [`reference`] bit for bit whatever its
+/// of 1/4 in [-2, 2]), so the kernel must match [`reference()`] bit for bit whatever its
 /// summation order. `seed` varies the values.
 pub fn exact_operands(shape: GemmShape, seed: u64) -> (Vec<bf16>, Vec<bf16>) {
     let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
