@@ -5,13 +5,22 @@ use dsl_core::arch::cluster::cluster_arrive_relaxed;
 use dsl_core::arch::cvt::{f32x4_to_e4m3x4, ue8m0_round_up};
 use dsl_core::arch::memory::{load, load_vec, store_if, store_u8, store_vec_if};
 use dsl_core::arch::thread::shfl_xor;
-use dsl_core::trace::{E4m3, Tensor, Val};
+use dsl_core::layout::IntTuple;
+use dsl_core::trace::{E4m3, Index, Tensor, Val};
 use dsl_macros::device;
 
+use super::output::{self, SCALE_WORD_BYTES};
 use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
 use super::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 use crate::formats::{e4m3, mxfp8};
+
+/// Values of a 32-dim unit each of its threads merges and stores.
+const VALUES_PER_THREAD: u32 = mxfp8::BLOCK as u32 / THREADS_PER_UNIT;
+
+fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
+    IntTuple::Leaf(v.int())
+}
 
 /// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
 /// is a real one, and the unit (head * 16 + 32-dim chunk).
@@ -86,11 +95,13 @@ pub fn merge_and_store(
     token: Val<u32>,
     tensors: &EpilogueTensors,
 ) {
-    let (sink, out, out_scale) = (tensors.sink, tensors.out, tensors.out_scale);
+    let sink = tensors.sink;
+    let out = output::data_view(&tensors.out);
+    let out_scale = output::scale_view(&tensors.out_scale);
+    let precast = tensors.precast.as_ref().map(output::precast_view);
     let slice = tid % THREADS_PER_UNIT;
     let first = rank * plan.units_per_cta;
     let count = (plan.units - first).min(plan.units_per_cta);
-    let token = token.cast::<i64>();
     for (pass, parts) in pulls.iter().enumerate() {
         let (index, unit) = unit_of(plan, pass as u32, tid, rank);
         let active = index < count;
@@ -143,15 +154,12 @@ pub fn merge_and_store(
             x.push(odd.fma(c, -(s * even)));
         }
 
-        if let Some(precast) = tensors.precast {
-            let element = token * precast.stride(0)
-                + global_head.cast::<i64>() * precast.stride(1)
-                + (chunk * 32 + slice * 4).cast::<i64>();
-            store_vec_if(
-                precast.base() + element * 4i64,
-                [x[0], x[1], x[2], x[3]],
-                active,
-            );
+        // This thread's values of the unit: dims of chunk `chunk` from `first_dim`.
+        let first_dim = slice * VALUES_PER_THREAD;
+        let dims = IntTuple::tuple([leaf(first_dim), leaf(chunk)]);
+        if let Some(precast) = &precast {
+            let at = IntTuple::tuple([leaf(token), leaf(global_head), dims.clone()]);
+            store_vec_if(precast.at(at), [x[0], x[1], x[2], x[3]], active);
         }
 
         // MXFP8: ue8m0 = ceil(log2(amax / 448)) over the 32-dim chunk (8 threads).
@@ -169,17 +177,19 @@ pub fn merge_and_store(
             x[3] * inverse,
         ]);
 
-        let group = (global_head / WV_GROUP_SIZE as u32).cast::<i64>();
-        let column = chunk * WV_GROUP_SIZE as u32 + global_head % WV_GROUP_SIZE as u32;
-        let data = out.base()
-            + token * out.stride(0)
-            + group * out.stride(1)
-            + (column * 32 + slice * 4).cast::<i64>();
-        store_if(data, codes, active);
-        let scale_index = token * out_scale.stride(0)
-            + group * out_scale.stride(1)
-            + (column / 4).cast::<i64>() * out_scale.stride(2);
-        let scale_at = out_scale.base() + scale_index * 4i64 + (column % 4).cast::<i64>();
+        let in_group = global_head % WV_GROUP_SIZE as u32;
+        let group = global_head / WV_GROUP_SIZE as u32;
+        let head = IntTuple::tuple([leaf(in_group), leaf(group)]);
+        store_if(
+            out.at(IntTuple::tuple([leaf(token), head, dims])),
+            codes,
+            active,
+        );
+        // The scale layout's head mode splits the head in its group by scale-word byte.
+        let per_word = SCALE_WORD_BYTES as u32;
+        let word_byte = IntTuple::tuple([leaf(in_group % per_word), leaf(in_group / per_word)]);
+        let scale_head = IntTuple::tuple([word_byte, leaf(group)]);
+        let scale_at = out_scale.at(IntTuple::tuple([leaf(token), scale_head, leaf(chunk)]));
         store_u8(scale_at, exponent, Some(active & (slice == 0)));
     }
 }

@@ -10,6 +10,8 @@
 //! Only the live groups (`heads / 8`) are written; other groups keep their bytes.
 
 use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+use dsl_core::tensor::{self, Global};
+use dsl_core::trace::{E4m3, Tensor};
 
 use super::cache::flat_strides;
 use super::problem::ProblemError;
@@ -130,6 +132,39 @@ pub fn described_data_strides(layout: &Layout) -> [usize; 3] {
 pub fn described_precast_strides(layout: &Layout) -> [usize; 3] {
     let flat = flat_strides(layout);
     [flat[0], flat[1], flat[2]]
+}
+
+/// The kernel's `out` parameter through [`data_layout`].
+#[track_caller]
+pub fn data_view(out: &Tensor<E4m3, 3>) -> tensor::Tensor<E4m3, Global> {
+    let strides = [out.stride(0), out.stride(1)].map(Int::Dynamic);
+    out.view_as(data_layout(
+        Int::Dynamic(out.extent(0)),
+        Int::Dynamic(out.extent(1)),
+        strides,
+    ))
+}
+
+/// The kernel's `out_scale` parameter's bytes through [`scale_layout`].
+#[track_caller]
+pub fn scale_view(out_scale: &Tensor<i32, 3>) -> tensor::Tensor<u8, Global> {
+    let strides = [0, 1, 2].map(|d| Int::Dynamic(out_scale.stride(d)));
+    out_scale.view_as_elements(scale_layout(
+        Int::Dynamic(out_scale.extent(0)),
+        Int::Dynamic(out_scale.extent(1)),
+        strides,
+    ))
+}
+
+/// The debug entry point's `precast` parameter through [`precast_layout`].
+#[track_caller]
+pub fn precast_view(precast: &Tensor<f32, 3>) -> tensor::Tensor<f32, Global> {
+    let strides = [precast.stride(0), precast.stride(1)].map(Int::Dynamic);
+    precast.view_as(precast_layout(
+        Int::Dynamic(precast.extent(0)),
+        Int::Dynamic(precast.extent(1)),
+        strides,
+    ))
 }
 
 /// Groups a kernel with `heads` live heads writes.
