@@ -2,6 +2,8 @@
 //! `page * record` bytes.
 
 use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+use dsl_core::tensor::{self, Global};
+use dsl_core::trace::Tensor;
 
 use super::problem::ProblemError;
 use super::{ExtraRecord, HEAD_DIM, record};
@@ -58,6 +60,17 @@ pub fn slot_list_layout<D: DynInt>(rows: Int<D>, width: Int<D>, row_stride: Int<
         IntTuple::tuple([row_stride.into(), 1i64.into()]),
     )
     .expect("shape and stride of one profile")
+}
+
+/// A kernel's slot-list parameter (`[s_q, width]` i32, row stride `stride[0]`) through
+/// [`slot_list_layout`].
+#[track_caller]
+pub fn slot_list_view(idx: &Tensor<i32, 2>) -> tensor::Tensor<i32, Global> {
+    idx.view_as(slot_list_layout(
+        Int::Dynamic(idx.extent(0)),
+        Int::Dynamic(idx.extent(1)),
+        Int::Dynamic(idx.stride(0)),
+    ))
 }
 
 /// One paged cache of V4.1 records. Slot id `s` (`block * page + offset`) lives at byte

@@ -8,11 +8,14 @@ use dsl_core::arch::cvt::{
 use dsl_core::arch::memory::{
     LoadOpts, load, load_vec, load_vec_if, store, store_vec, store_vec_if,
 };
-use dsl_core::trace::{Pred, Tensor, Val};
+use dsl_core::layout::IntTuple;
+use dsl_core::trace::{Index, Pred, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
+use super::cache;
 use super::plan::{HeadGroup, Plan};
+use super::query::{self, CHUNK};
 use super::smem::Buffers;
 use super::{ExtraRecord, HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
 
@@ -57,6 +60,10 @@ pub struct QueryInputs {
 
 const NC: LoadOpts = LoadOpts { nc: true };
 
+fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
+    IntTuple::Leaf(v.int())
+}
+
 /// Loads the tile's `rows` slots of `list` starting at row `row0`, Q and cos/sin, then
 /// writes Q (RoPEd) and the dequantised KV rows to shared memory, the valid flag of each
 /// row and the cos|sin row. Invalid rows read nothing and are written as zeros. Returns
@@ -81,46 +88,42 @@ pub fn stage_inputs(
     let lane = tid & 31u32;
     let row = (tid >> 5) * rows_per_warp + lane % rows_per_warp;
     let part = lane / rows_per_warp;
-    let token = query.token.cast::<i64>();
+    let token = query.token;
 
     // Slot ids first: they do not wait for the length (one dependent round trip less).
     let slot_pos = row0 + row;
-    let id_addr = list.idx.base() + (token * list.idx.stride(0) + slot_pos.cast::<i64>()) * 4i64;
+    let id_addr = cache::slot_list_view(&list.idx).at((token, slot_pos));
     let [slot_id] = load_vec_if::<i32, 1, _>(id_addr, slot_pos < list.width, -1i32, NC);
-    let length: Val<i32> = load(list.len.base() + token * list.len.stride(0) * 4i64);
+    let length: Val<i32> = load(list.len.view([None]).at(token));
     let limit = length.min(list.width as i32);
     // Clamped to the table (SPEC, Inputs): an out-of-range position reads its nearest row,
     // never outside `cos_sin`.
-    let position: Val<i64> =
-        load::<i64, _>(query.positions.base() + token * query.positions.stride(0) * 8i64)
-            .max(0i64)
-            .min(query.cos_sin.extent(0) - 1i64);
+    let position: Val<i64> = load::<i64, _>(query.positions.view([None]).at(token))
+        .max(0i64)
+        .min(query.cos_sin.extent(0) - 1i64);
     let live = row0.cast::<i32>() < limit;
     let in_range = slot_pos.cast::<i32>() < limit;
 
-    // Q: 16-byte pieces of the chunk-interleaved row: element (h, d) of the token sits at
-    // (d / 16) * HP * 16 + h * 16 + d % 16. Only a thread's last piece can reach the RoPE
-    // dims (pieces are dealt out in order of d).
+    // Q: 16-byte pieces of the chunk-interleaved row (query::layout): piece tid + 512 k is
+    // dims 8 (tid % 2) .. + 8 of chunk tid / (2H) + k * 512 / (2H) of head (tid % 2H) / 2.
+    // Only a thread's last piece can reach the RoPE dims (pieces are dealt out in order of d).
     let heads = plan.heads;
-    let padded_heads = query.q.extent(1);
-    let q_row = query.q.base() + token * query.q.stride(0) * 2i64;
-    // Piece tid + 512 k is piece tid moved k * 512 / (2H) 16-dim chunks along d.
     let chunk16 = tid / (2 * heads);
     let head = (tid % (2 * heads)) / 2;
-    let d0 = chunk16 * 16 + (tid % 2) * 8;
+    let in_chunk = (tid % 2) * 8;
+    let d0 = chunk16 * CHUNK as u32 + in_chunk;
     let global_head = query.heads.head(head);
-    let element = chunk16.cast::<i64>() * padded_heads * 16i64
-        + (global_head * 16 + (tid % 2) * 8).cast::<i64>();
     let chunks_per_round = threads / (2 * heads);
-    let round_bytes = padded_heads * (chunks_per_round as i64 * 16 * 2);
-    let q_first = q_row + element * 2i64;
+    let dim = IntTuple::tuple([leaf(in_chunk), leaf(chunk16)]);
+    let q_mine = query::device_view(&query.q).domain_offset(IntTuple::tuple([
+        leaf(token),
+        leaf(global_head),
+        dim,
+    ]));
     let mut q_words = Vec::new();
-    for k in 0..plan.q_pieces as i64 {
-        let at = if k == 0 {
-            q_first
-        } else {
-            q_first + round_bytes * k
-        };
+    for k in 0..plan.q_pieces {
+        let chunk = IntTuple::tuple([leaf(0u32), leaf(k * chunks_per_round)]);
+        let at = q_mine.at(IntTuple::tuple([leaf(0u32), leaf(0u32), chunk]));
         // Heads past the live ones only pad the MMA: they read nothing and stay zero.
         let words = if plan.live_heads < heads {
             load_vec_if::<u32, 4, _>(at, head < plan.live_heads, 0u32, LoadOpts::default())
@@ -129,7 +132,7 @@ pub fn stage_inputs(
         };
         q_words.push(words);
     }
-    let last_d = d0 + (plan.q_pieces - 1) * chunks_per_round * 16;
+    let last_d = d0 + (plan.q_pieces - 1) * chunks_per_round * CHUNK as u32;
 
     // KV gather, predicated: invalid rows read nothing and keep zeros.
     let slots = list.cache.extent(0) * list.page as i64;
@@ -188,7 +191,7 @@ pub fn stage_inputs(
         }
         let shift = buf
             .q
-            .displacement(0, (k as u32 * chunks_per_round * 16) as i64);
+            .displacement(0, (k as u32 * chunks_per_round * CHUNK as u32) as i64);
         store_vec(q_store + shift, words);
     }
 

@@ -108,8 +108,7 @@ pub fn merge_and_store(
         let head = unit / 16;
         let chunk = unit % 16;
         let global_head = tensors.heads.head(head);
-        let sink_logit: Val<f32> =
-            load(sink.base() + global_head.cast::<i64>() * sink.stride(0) * 4i64);
+        let sink_logit: Val<f32> = load(sink.view([None]).at(global_head));
         let sink2 = sink_logit * LOG2E as f32;
         let mut maxima = Vec::new();
         let mut sums = Vec::new();

@@ -5,6 +5,8 @@
 //! [`layout`] is that layout, the one the host packs and checks Q by.
 
 use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
+use dsl_core::tensor::{self, Global};
+use dsl_core::trace::Tensor;
 
 use super::cache::flat_strides;
 use super::problem::ProblemError;
@@ -45,6 +47,16 @@ pub fn host_layout(tokens: usize, padded_heads: usize, token_stride: usize) -> L
 pub fn described_strides(layout: &Layout) -> [usize; 4] {
     let flat = flat_strides(layout);
     [flat[0], flat[3], flat[1], flat[2]]
+}
+
+/// The kernel's Q parameter (`[s_q, HP, 512]`, row stride `stride[0]`) through [`layout`].
+#[track_caller]
+pub fn device_view(q: &Tensor<bf16, 3>) -> tensor::Tensor<bf16, Global> {
+    q.view_as(layout(
+        Int::Dynamic(q.extent(0)),
+        Int::Dynamic(q.extent(1)),
+        Int::Dynamic(q.stride(0)),
+    ))
 }
 
 /// cos_sin's layout in f32 elements: `(position, (pair, cos | sin))`, i.e.
