@@ -73,6 +73,18 @@ pub fn slot_list_view(idx: &Tensor<i32, 2>) -> tensor::Tensor<i32, Global> {
     ))
 }
 
+/// A kernel's cache parameter (`[num_blocks, page, record]` bytes, block stride
+/// `stride[0]`) through [`layout`], for the key's `page` and `record` bytes.
+#[track_caller]
+pub fn device_view(cache: &Tensor<u8, 3>, page: u32, record: u32) -> tensor::Tensor<u8, Global> {
+    cache.view_as(layout(
+        Int::Dynamic(cache.extent(0)),
+        i64::from(page),
+        i64::from(record),
+        Int::Dynamic(cache.stride(0)),
+    ))
+}
+
 /// One paged cache of V4.1 records. Slot id `s` (`block * page + offset`) lives at byte
 /// `(s >> log2(page)) * block_stride + (s & (page - 1)) * record` of `bytes`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use dsl_core::trace::{Index, Pred, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
-use super::cache;
+use super::cache::{self, CHUNK_BYTES};
 use super::plan::{HeadGroup, Plan};
 use super::query::{self, CHUNK};
 use super::smem::Buffers;
@@ -59,6 +59,11 @@ pub struct QueryInputs {
 }
 
 const NC: LoadOpts = LoadOpts { nc: true };
+
+/// Byte 0 of 16-byte chunk `chunk` of a record (the record mode of [`cache::layout`]).
+fn record_chunk(chunk: impl Index) -> IntTuple<Val<u32>> {
+    IntTuple::tuple([leaf(0u32), leaf(chunk)])
+}
 
 fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::Leaf(v.int())
@@ -138,29 +143,28 @@ pub fn stage_inputs(
     let slots = list.cache.extent(0) * list.page as i64;
     let valid = in_range & (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
     let page_shift = list.page.trailing_zeros();
-    let block = slot_id >> page_shift;
-    let in_page = slot_id & (list.page as i32 - 1);
-    let record = list.record_bytes();
-    let row_bytes = list.row_bytes();
-    let data = list.cache.base()
-        + block.cast::<i64>() * list.cache.stride(0)
-        + (in_page * record as i32).cast::<i64>();
-    let chunks = row_bytes / 16 / per_row;
-    let my_chunks = data + part * 16;
+    let block = (slot_id >> page_shift).bitcast::<u32>();
+    let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
+    let slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
+    let record = cache::device_view(&list.cache, list.page, list.record_bytes())
+        .domain_offset(IntTuple::tuple([slot, record_chunk(0u32)]));
+    let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
+    let my_chunks = record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(part)]));
     let mut kv_words = Vec::new();
-    for k in 0..chunks {
-        let at = my_chunks + (per_row * k * 16) as i64;
+    for k in 0..row_chunks / per_row {
+        let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(per_row * k)]));
         kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
     }
-    let mut scale_words =
-        load_vec_if::<u32, 4, _>(data + row_bytes as i64, valid, 0u32, NC).to_vec();
+    let scales = |chunk: u32| {
+        let at = record.at(IntTuple::tuple([
+            leaf(0u32),
+            record_chunk(row_chunks + chunk),
+        ]));
+        load_vec_if::<u32, 4, _>(at, valid, 0u32, NC)
+    };
+    let mut scale_words = scales(0).to_vec();
     if list.is_fp4() {
-        scale_words.extend(load_vec_if::<u32, 4, _>(
-            data + (row_bytes + 16) as i64,
-            valid,
-            0u32,
-            NC,
-        ));
+        scale_words.extend(scales(1));
     }
 
     // cos | sin at the query position (after the KV loads: the position may arrive later
