@@ -271,7 +271,7 @@ pub fn to_bytes(
     }
     let key = p.key;
     let layout = p.out.layout;
-    let metadata: HashMap<String, String> = [
+    let metadata = [
         (FORMAT_KEY, FORMAT.to_string()),
         ("name", case.name.clone()),
         ("heads", key.heads.to_string()),
@@ -286,14 +286,8 @@ pub fn to_bytes(
         ("out_groups", layout.groups.to_string()),
         ("out_data_strides", join(&layout.data_strides)),
         ("out_scale_strides", join(&layout.scale_strides)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    Ok(safetensors::serialize(
-        tensors.iter().map(|t| (t.name, t)),
-        Some(metadata),
-    )?)
+    ];
+    serialize(&tensors, metadata)
 }
 
 /// Reads a case from the bytes of a case file, checking every dtype and shape.
@@ -473,20 +467,14 @@ pub fn outputs_to_bytes(
             bytes_of(values, |v| v.to_le_bytes()),
         ));
     }
-    let metadata: HashMap<String, String> = [
+    let metadata = [
         ("kestrel.output", OUTPUT_FORMAT.to_string()),
         ("s_q", layout.s_q.to_string()),
         ("out_groups", layout.groups.to_string()),
         ("out_data_strides", join(&layout.data_strides)),
         ("out_scale_strides", join(&layout.scale_strides)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    Ok(safetensors::serialize(
-        tensors.iter().map(|t| (t.name, t)),
-        Some(metadata),
-    )?)
+    ];
+    serialize(&tensors, metadata)
 }
 
 /// Writes [`outputs_to_bytes`] to `path`.
@@ -509,6 +497,21 @@ pub fn read(path: &Path) -> Result<CaseFile, CaseFileError> {
         error,
     })?;
     from_bytes(&bytes)
+}
+
+/// The safetensors bytes of `tensors` with string `metadata`.
+fn serialize(
+    tensors: &[Tensor],
+    metadata: impl IntoIterator<Item = (&'static str, String)>,
+) -> Result<Vec<u8>, CaseFileError> {
+    let metadata: HashMap<String, String> = metadata
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    Ok(safetensors::serialize(
+        tensors.iter().map(|t| (t.name, t)),
+        Some(metadata),
+    )?)
 }
 
 /// One tensor to serialize.
