@@ -23,7 +23,7 @@ use half::bf16;
 use kernels::swap_ab_decode::engine::DeviceProblem;
 use kernels::swap_ab_decode::{
     CompileKey, DecodeProblem, DeviceTensor, ExtraRecord, OutputBuffers, OutputLayout, PagedCache,
-    QueryBuffer, SlotList, SwapAbDecode,
+    QueryBuffer, Schedule, SlotList, SwapAbDecode,
 };
 
 const NK: usize = 128;
@@ -103,6 +103,7 @@ fn problem(cfg: Config, sets: usize, rng: &mut Rng) -> (DecodeProblem, Vec<(Slot
         swa_page: SWA_PAGE,
         extra_page: EXTRA_PAGE,
         target: dsl_core::Target::Sm90a,
+        schedule: Schedule::Split,
     };
     let plain: Vec<bf16> = (0..cfg.s_q * cfg.heads * 512)
         .map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0))
@@ -167,6 +168,39 @@ fn copy_bandwidth(stream: &Arc<CudaStream>) -> f64 {
     2.0 * n as f64 / (median(times) as f64 * 1e-3)
 }
 
+/// The median time of `launch` over the rotating calls, in microseconds (CUDA events around
+/// each launch, the first five left out).
+fn time_launches(
+    stream: &Arc<CudaStream>,
+    calls: &[kernels::swap_ab_decode::DecodeArgs],
+    quick: bool,
+    s_q: usize,
+    launch: impl Fn(&kernels::swap_ab_decode::DecodeArgs),
+) -> f64 {
+    let reps = if quick {
+        5
+    } else if s_q >= 128 {
+        40
+    } else {
+        100
+    };
+    let mut times = Vec::new();
+    for i in 0..reps + 5 {
+        let start = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .unwrap();
+        launch(&calls[i % calls.len()]);
+        let end = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .unwrap();
+        let ms = start.elapsed_ms(&end).unwrap();
+        if i >= 5 {
+            times.push(ms);
+        }
+    }
+    median(times) as f64 * 1e3
+}
+
 fn upload_i32(stream: &Arc<CudaStream>, v: &[i32]) -> (CudaSlice<i32>, u64) {
     let s = stream.clone_htod(v).unwrap();
     let p = s.device_ptr(stream).0;
@@ -202,8 +236,8 @@ fn main() {
     );
     let mut out = out_path.map(|p| std::fs::File::create(p).expect("results file"));
     println!(
-        "{:>5} {:>5} {:>6} {:>5} {:>10} {:>10} {:>9} {:>8}",
-        "heads", "NE", "extra", "s_q", "median us", "KV MB", "KV GB/s", "of copy"
+        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>10} {:>9} {:>8}",
+        "heads", "NE", "extra", "s_q", "schedule", "median us", "KV MB", "KV GB/s", "of copy"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for heads in [16, 32] {
@@ -237,45 +271,34 @@ fn main() {
                         calls.push(args);
                     }
                     let warm = calls[0].check(decode.target()).expect("valid call");
-                    decode.kernel(&warm.key).expect("compile");
-                    let reps = if quick {
-                        5
-                    } else if s_q >= 128 {
-                        40
-                    } else {
-                        100
-                    };
-                    let mut times = Vec::new();
-                    for i in 0..reps + 5 {
-                        let call = &calls[i % calls.len()];
-                        let start = stream
-                            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                            .unwrap();
-                        // SAFETY: every tensor addresses a live upload of its shape.
-                        unsafe { decode.launch(&stream, call) }.expect("launch");
-                        let end = stream
-                            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                            .unwrap();
-                        let ms = start.elapsed_ms(&end).unwrap();
-                        if i >= 5 {
-                            times.push(ms);
+                    for schedule in [Schedule::Split, Schedule::Streamed] {
+                        let key = warm.key.with_schedule(schedule);
+                        if key.validate().is_err() {
+                            continue;
                         }
-                    }
-                    let us = median(times) as f64 * 1e3;
-                    let gbs = bytes as f64 / (us * 1e-6) / 1e9;
-                    println!(
-                        "{heads:>5} {ne:>5} {record_name:>6} {s_q:>5} {us:>10.1} {:>10.1} {gbs:>9.0} {:>7.1}%",
-                        bytes as f64 / 1e6,
-                        100.0 * gbs * 1e9 / copy
-                    );
-                    if let Some(f) = out.as_mut() {
-                        writeln!(
-                            f,
-                            "{{\"heads\":{heads},\"nk\":{NK},\"ne\":{ne},\"record\":\"{record_name}\",\"s_q\":{s_q},\"kernel_us\":{us:.3},\"kv_bytes\":{bytes},\"copy_gbs\":{:.1},\"sets\":{}}}",
-                            copy / 1e9,
-                            calls.len()
-                        )
-                        .unwrap();
+                        decode.kernel(&key).expect("compile");
+                        let us = time_launches(&stream, &calls, quick, s_q, |call| {
+                            // SAFETY: every tensor addresses a live upload of its shape.
+                            unsafe { decode.launch_with_schedule(&stream, call, schedule) }
+                                .expect("launch");
+                        });
+                        let gbs = bytes as f64 / (us * 1e-6) / 1e9;
+                        let schedule_name = schedule.short_name();
+                        let dispatched = schedule == warm.key.schedule;
+                        println!(
+                            "{heads:>5} {ne:>5} {record_name:>6} {s_q:>5} {schedule_name:>8} {us:>10.1} {:>10.1} {gbs:>9.0} {:>7.1}%",
+                            bytes as f64 / 1e6,
+                            100.0 * gbs * 1e9 / copy
+                        );
+                        if let Some(f) = out.as_mut() {
+                            writeln!(
+                                f,
+                                "{{\"heads\":{heads},\"nk\":{NK},\"ne\":{ne},\"record\":\"{record_name}\",\"s_q\":{s_q},\"schedule\":\"{schedule_name}\",\"dispatched\":{dispatched},\"kernel_us\":{us:.3},\"kv_bytes\":{bytes},\"copy_gbs\":{:.1},\"sets\":{}}}",
+                                copy / 1e9,
+                                calls.len()
+                            )
+                            .unwrap();
+                        }
                     }
                 }
             }

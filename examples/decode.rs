@@ -29,8 +29,8 @@ use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
 use kernels::swap_ab_decode::host::MAX_TOKENS;
 use kernels::swap_ab_decode::{
-    CaseSpec, CompileKey, DecodeCase, ExtraRecord, case_file, compare, generate, reference,
-    swap_ab_decode_debug,
+    CaseSpec, CompileKey, DecodeCase, ExtraRecord, Schedule, case_file, compare, generate,
+    reference, swap_ab_decode_debug,
 };
 
 const USAGE: &str = "usage: decode [--key NAME | --target sm100a|sm90a] [--tokens N] [--seed S] \
@@ -215,6 +215,7 @@ fn run(args: Args) -> Result<bool, Stop> {
                 swa_page: 64,
                 extra_page: 16,
                 target,
+                schedule: Schedule::for_tokens(args.tokens.unwrap_or(4)),
             });
             let spec = CaseSpec {
                 key,

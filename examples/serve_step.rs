@@ -47,7 +47,7 @@ const SHAPE: LayerShape = LayerShape {
 
 /// The batch of layer `layer`: its own caches and slot lists, the same shapes.
 fn layer_batch(layer: usize, target: Target, tokens: usize) -> Result<DecodeProblem, String> {
-    let key = dispatch(&SHAPE, target).map_err(|e| e.to_string())?;
+    let key = dispatch(&SHAPE, tokens, target).map_err(|e| e.to_string())?;
     let spec = CaseSpec {
         key,
         s_q: tokens,
@@ -164,7 +164,7 @@ fn on_gpu(device: Arc<Device>, tokens: usize, replays: usize) -> Result<bool, St
 
 fn on_cpu(tokens: usize) -> Result<bool, String> {
     let target = Target::Sm100a;
-    let key = dispatch(&SHAPE, target).map_err(|e| e.to_string())?;
+    let key = dispatch(&SHAPE, tokens, target).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let kernel = trace_entry(&key, true).map_err(|e| e.to_string())?;
     println!(

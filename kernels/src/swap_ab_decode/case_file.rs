@@ -69,6 +69,7 @@
 //!         "kestrel.case": "swap_ab_decode/1", "name": "from_torch",
 //!         "heads": "16", "swa_width": "128", "extra_width": "512", "extra_record": "528",
 //!         "swa_page": "64", "extra_page": "16", "target": "sm_90a", "padded_heads": "16",
+//!         "schedule": "split",  # optional; "stream" for the streamed schedule
 //!         "softmax_scale": repr(softmax_scale), "out_groups": "2",
 //!         "out_data_strides": "8192,4096", "out_scale_strides": "64,32,1",
 //!     },
@@ -108,7 +109,7 @@ use super::output::{OutputBuffers, OutputLayout};
 use super::problem::{DecodeProblem, ProblemError, SlotList};
 use super::query::QueryBuffer;
 use super::reference::ReferenceOutput;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, ROPE_DIM};
+use super::{CompileKey, ExtraRecord, HEAD_DIM, ROPE_DIM, Schedule};
 
 /// Value of the `kestrel.case` metadata key this module writes and reads.
 pub const FORMAT: &str = "swap_ab_decode/1";
@@ -281,6 +282,7 @@ pub fn to_bytes(
         ("swa_page", key.swa_page.to_string()),
         ("extra_page", key.extra_page.to_string()),
         ("target", key.target.sm_name().to_string()),
+        ("schedule", key.schedule.short_name().to_string()),
         ("padded_heads", p.q.padded_heads.to_string()),
         ("softmax_scale", format!("{:?}", p.softmax_scale)),
         ("out_groups", layout.groups.to_string()),
@@ -320,6 +322,7 @@ pub fn from_bytes(bytes: &[u8]) -> Result<CaseFile, CaseFileError> {
                 problem,
             }
         })?,
+        schedule: meta.schedule()?,
     };
     key.validate().map_err(ProblemError::from)?;
 
@@ -582,6 +585,18 @@ impl Metadata {
             key,
             problem: "is missing; a case file stores the compile key and scalars in its metadata (see the module docs)".into(),
         })
+    }
+
+    /// The optional `schedule` (`split` or `stream`); files without it are split.
+    fn schedule(&self) -> Result<Schedule, CaseFileError> {
+        match self.0.get("schedule").map(String::as_str) {
+            None | Some("split") => Ok(Schedule::Split),
+            Some("stream") => Ok(Schedule::Streamed),
+            Some(other) => Err(CaseFileError::Metadata {
+                key: "schedule",
+                problem: format!("`{other}` is not a schedule: `split` or `stream`"),
+            }),
+        }
     }
 
     fn number(&self, key: &'static str) -> Result<usize, CaseFileError> {

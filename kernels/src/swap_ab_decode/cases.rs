@@ -16,7 +16,7 @@ use super::cache::PagedCache;
 use super::output::{GROUP_SCALE_WORDS, OutputBuffers, OutputLayout, live_groups};
 use super::problem::{DecodeProblem, ProblemError, SlotList};
 use super::query::QueryBuffer;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM};
+use super::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM, Schedule};
 
 /// A named problem.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +60,7 @@ pub fn realistic_keys(target: Target) -> Vec<CompileKey> {
                     swa_page: page,
                     extra_page: page / 4,
                     target,
+                    schedule: Schedule::Split,
                 });
             }
         }
@@ -79,13 +80,18 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
         swa_page,
         extra_page,
         target,
+        schedule: Schedule::Split,
     };
+    let streamed = |k: CompileKey| k.with_schedule(Schedule::Streamed);
     vec![
         key(16, 64, 128, ExtraRecord::Fp8, 64, 64),
         key(32, 64, 128, ExtraRecord::Nvfp4, 64, 32),
         key(16, 128, 0, ExtraRecord::Fp8, 128, 16),
         key(32, 0, 128, ExtraRecord::Nvfp4, 64, 16),
         key(16, 96, 200, ExtraRecord::Nvfp4, 16, 8),
+        streamed(key(16, 64, 256, ExtraRecord::Fp8, 64, 64)),
+        streamed(key(32, 192, 200, ExtraRecord::Nvfp4, 16, 8)),
+        streamed(key(16, 0, 128, ExtraRecord::Fp8, 64, 16)),
     ]
 }
 

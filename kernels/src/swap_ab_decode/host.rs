@@ -76,8 +76,8 @@ use super::dispatch::{LayerShape, dispatch, warmup_keys};
 use super::key::check_heads;
 use super::query::{self, CHUNK};
 use super::{
-    CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, WV_GROUP_SIZE,
-    entry_name, trace_entry,
+    CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, Schedule,
+    WV_GROUP_SIZE, entry_name, trace_entry,
 };
 use super::{cache, output};
 
@@ -741,7 +741,7 @@ impl DecodeArgs {
             swa_page,
             extra_page,
         };
-        let key = dispatch(&shape, target)?;
+        let key = dispatch(&shape, tokens, target)?;
         Ok(CheckedCall { key, tokens, shape })
     }
 
@@ -972,6 +972,39 @@ impl SwapAbDecode {
         args: &DecodeArgs,
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
+        // SAFETY: as this function's contract.
+        unsafe { self.launch_checked(stream, args, call) }
+    }
+
+    /// [`SwapAbDecode::launch`] with the schedule pinned instead of picked from the token
+    /// count ([`Schedule::for_tokens`]), for an engine that measured its own crossover (and
+    /// for the benchmark, which times both).
+    ///
+    /// # Safety
+    /// As [`SwapAbDecode::launch`].
+    pub unsafe fn launch_with_schedule(
+        &self,
+        stream: &CudaStream,
+        args: &DecodeArgs,
+        schedule: Schedule,
+    ) -> Result<CheckedCall, DecodeError> {
+        let mut call = args.check(self.target)?;
+        call.key = call.key.with_schedule(schedule);
+        call.key.validate()?;
+        // SAFETY: as this function's contract.
+        unsafe { self.launch_checked(stream, args, call) }
+    }
+
+    /// Launches a call `args` was checked into.
+    ///
+    /// # Safety
+    /// As [`SwapAbDecode::launch`].
+    unsafe fn launch_checked(
+        &self,
+        stream: &CudaStream,
+        args: &DecodeArgs,
+        call: CheckedCall,
+    ) -> Result<CheckedCall, DecodeError> {
         let kernel = self.for_call(&call, false)?;
         let grid = call.key.grid(call.tokens);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
@@ -1061,7 +1094,7 @@ mod tests {
     #[test]
     fn strict_lookup_refuses_a_key_that_was_not_warmed_up() {
         let loaded: Loaded<u32> = Mutex::default();
-        let key = dispatch(&shape(), Target::Sm90a).unwrap();
+        let key = dispatch(&shape(), 1, Target::Sm90a).unwrap();
         let never = || -> Result<u32, DecodeError> { panic!("strict mode compiled") };
         let err = lookup(&loaded, &key, false, Some(&shape()), never).unwrap_err();
         assert!(matches!(err, DecodeError::NotWarmedUp { debug: false, .. }));

@@ -69,90 +69,143 @@ fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::Leaf(v.int())
 }
 
-/// Loads the tile's `rows` slots of `list` starting at row `row0`, Q and cos/sin, then
-/// writes Q (RoPEd) and the dequantised KV rows to shared memory, the valid flag of each
-/// row and the cos|sin row. Invalid rows read nothing and are written as zeros. Returns
-/// whether the tile has any row inside the list's length (the same in every thread).
-#[device]
-#[allow(clippy::too_many_arguments)]
-pub fn stage_inputs(
-    plan: &Plan,
-    list: &KvList,
-    query: &QueryInputs,
-    buf: &Buffers,
-    tid: Val<u32>,
-    row0: Val<u32>,
+/// How a tile's rows are gathered: `per_row` threads share a row; lane % rows_per_warp is
+/// the row within the warp and lane / rows_per_warp the part, which owns 16-byte chunks
+/// part, part + per_row, ... so that one warp-wide load covers per_row * 16 contiguous
+/// bytes a row.
+#[derive(Clone, Copy)]
+pub struct RowMap {
+    pub row: Val<u32>,
+    part: Val<u32>,
+    per_row: u32,
     rows: u32,
-) -> Pred {
-    let threads = THREADS as u32;
-    // Gather mapping: `per_row` threads share a row; lane % rows_per_warp is the row within
-    // the warp and lane / rows_per_warp the part, which owns 16-byte chunks part, part +
-    // per_row, ... so that one warp-wide load covers per_row * 16 contiguous bytes a row.
-    let per_row = threads / rows;
-    let rows_per_warp = 32 / per_row;
-    let lane = tid & 31u32;
-    let row = (tid >> 5) * rows_per_warp + lane % rows_per_warp;
-    let part = lane / rows_per_warp;
-    let token = query.token;
+}
 
-    // Slot ids first: they do not wait for the length (one dependent round trip less).
-    let slot_pos = row0 + row;
-    let id_addr = cache::slot_list_view(&list.idx).at((token, slot_pos));
-    let [slot_id] = load_vec_if::<i32, 1, _>(id_addr, slot_pos < list.width, -1i32, NC);
+impl RowMap {
+    #[device]
+    pub fn new(tid: Val<u32>, rows: u32) -> RowMap {
+        let per_row = THREADS as u32 / rows;
+        let rows_per_warp = 32 / per_row;
+        let lane = tid & 31u32;
+        RowMap {
+            row: (tid >> 5) * rows_per_warp + lane % rows_per_warp,
+            part: lane / rows_per_warp,
+            per_row,
+            rows,
+        }
+    }
+}
+
+/// This thread's slot of a tile: its id (-1 past the list's width) and position.
+#[derive(Clone, dsl_macros::Carry)]
+pub struct Slot {
+    id: Val<i32>,
+    pos: Val<u32>,
+}
+
+/// Loads this thread's slot id of the tile starting at row `row0` of `list`.
+#[device]
+pub fn load_slot(list: &KvList, token: Val<u32>, map: &RowMap, row0: Val<u32>) -> Slot {
+    let pos = row0 + map.row;
+    let at = cache::slot_list_view(&list.idx).at((token, pos));
+    let [id] = load_vec_if::<i32, 1, _>(at, pos < list.width, -1i32, NC);
+    Slot { id, pos }
+}
+
+/// The rows of `list` that take part for this token: min(length, width).
+#[device]
+pub fn load_limit(list: &KvList, token: Val<u32>) -> Val<i32> {
     let length: Val<i32> = load(list.len.view([None]).at(token));
-    let limit = length.min(list.width as i32);
-    // Clamped to the table (SPEC, Inputs): an out-of-range position reads its nearest row,
-    // never outside `cos_sin`.
-    let position: Val<i64> = load::<i64, _>(query.positions.view([None]).at(token))
-        .max(0i64)
-        .min(query.cos_sin.extent(0) - 1i64);
-    let live = row0.cast::<i32>() < limit;
-    let in_range = slot_pos.cast::<i32>() < limit;
+    length.min(list.width as i32)
+}
 
-    // Q: 16-byte pieces of the chunk-interleaved row (query::layout): piece tid + 512 k is
-    // dims 8 (tid % 2) .. + 8 of chunk tid / (2H) + k * 512 / (2H) of head (tid % 2H) / 2.
-    // Only a thread's last piece can reach the RoPE dims (pieces are dealt out in order of d).
+/// The token's position, clamped to the table (SPEC, Inputs): an out-of-range position
+/// reads its nearest row, never outside `cos_sin`.
+#[device]
+pub fn load_position(query: &QueryInputs) -> Val<i64> {
+    load::<i64, _>(query.positions.view([None]).at(query.token))
+        .max(0i64)
+        .min(query.cos_sin.extent(0) - 1i64)
+}
+
+/// This thread's pieces of Q and where they go.
+pub struct QueryWords {
+    words: Vec<[Val<u32>; 4]>,
+    head: Val<u32>,
+    d0: Val<u32>,
+    /// The first dim of the thread's last piece, the only one that can reach RoPE dims.
+    last_d: Val<u32>,
+    chunks_per_round: u32,
+}
+
+/// Q: 16-byte pieces of the chunk-interleaved row (query::layout): piece tid + 512 k is
+/// dims 8 (tid % 2) .. + 8 of chunk tid / (2H) + k * 512 / (2H) of head (tid % 2H) / 2.
+/// Only a thread's last piece can reach the RoPE dims (pieces are dealt out in order of d).
+#[device]
+pub fn load_query(plan: &Plan, query: &QueryInputs, tid: Val<u32>) -> QueryWords {
     let heads = plan.heads;
     let chunk16 = tid / (2 * heads);
     let head = (tid % (2 * heads)) / 2;
     let in_chunk = (tid % 2) * 8;
     let d0 = chunk16 * CHUNK as u32 + in_chunk;
     let global_head = query.heads.head(head);
-    let chunks_per_round = threads / (2 * heads);
+    let chunks_per_round = THREADS as u32 / (2 * heads);
     let dim = IntTuple::tuple([leaf(in_chunk), leaf(chunk16)]);
     let q_mine = query::device_view(&query.q).domain_offset(IntTuple::tuple([
-        leaf(token),
+        leaf(query.token),
         leaf(global_head),
         dim,
     ]));
-    let mut q_words = Vec::new();
+    let mut words = Vec::new();
     for k in 0..plan.q_pieces {
         let chunk = IntTuple::tuple([leaf(0u32), leaf(k * chunks_per_round)]);
         let at = q_mine.at(IntTuple::tuple([leaf(0u32), leaf(0u32), chunk]));
         // Heads past the live ones only pad the MMA: they read nothing and stay zero.
-        let words = if plan.live_heads < heads {
+        let piece = if plan.live_heads < heads {
             load_vec_if::<u32, 4, _>(at, head < plan.live_heads, 0u32, LoadOpts::default())
         } else {
             load_vec::<u32, 4, _>(at)
         };
-        q_words.push(words);
+        words.push(piece);
     }
     let last_d = d0 + (plan.q_pieces - 1) * chunks_per_round * CHUNK as u32;
+    QueryWords {
+        words,
+        head,
+        d0,
+        last_d,
+        chunks_per_round,
+    }
+}
 
-    // KV gather, predicated: invalid rows read nothing and keep zeros.
+/// One tile's records in this thread's registers, predicated: invalid rows read nothing
+/// and keep zeros.
+#[derive(Clone, dsl_macros::Carry)]
+pub struct Gathered {
+    valid: Pred,
+    kv_words: Vec<[Val<u32>; 4]>,
+    scale_words: Vec<Val<u32>>,
+}
+
+/// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
+/// [`load_limit`].
+#[device]
+pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Val<i32>) -> Gathered {
+    let in_range = slot.pos.cast::<i32>() < limit;
+    let slot_id = slot.id;
     let slots = list.cache.extent(0) * list.page as i64;
     let valid = in_range & (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
     let page_shift = list.page.trailing_zeros();
     let block = (slot_id >> page_shift).bitcast::<u32>();
     let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
-    let slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
+    let at_slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
     let record = cache::device_view(&list.cache, list.page, list.record_bytes())
-        .domain_offset(IntTuple::tuple([slot, record_chunk(0u32)]));
+        .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]));
     let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
-    let my_chunks = record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(part)]));
+    let my_chunks = record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(map.part)]));
     let mut kv_words = Vec::new();
-    for k in 0..row_chunks / per_row {
-        let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(per_row * k)]));
+    for k in 0..row_chunks / map.per_row {
+        let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(map.per_row * k)]));
         kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
     }
     let scales = |chunk: u32| {
@@ -166,52 +219,98 @@ pub fn stage_inputs(
     if list.is_fp4() {
         scale_words.extend(scales(1));
     }
+    Gathered {
+        valid,
+        kv_words,
+        scale_words,
+    }
+}
 
-    // cos | sin at the query position (after the KV loads: the position may arrive later
-    // than the slot ids). The whole row also goes to shared memory for the epilogue.
-    let rope = last_d >= ROPE_START as u32;
-    let pair0 = (last_d.max(ROPE_START as u32) - ROPE_START as u32) / 2;
+/// cos | sin at the query position for this thread's RoPE dims, and the whole row's
+/// 16-byte pieces for shared memory.
+pub struct Rope {
+    applies: Pred,
+    cosines: [Val<f32>; 4],
+    sines: [Val<f32>; 4],
+    piece: Val<u32>,
+    loader: Pred,
+    words: [Val<u32>; 4],
+}
+
+/// Loads the cos | sin values `query` needs (after the KV loads: the position may arrive
+/// later than the slot ids).
+#[device]
+pub fn load_rope(query: &QueryInputs, q: &QueryWords, position: Val<i64>, tid: Val<u32>) -> Rope {
+    let applies = q.last_d >= ROPE_START as u32;
+    let pair0 = (q.last_d.max(ROPE_START as u32) - ROPE_START as u32) / 2;
     let cs_row = query.cos_sin.base() + position * query.cos_sin.stride(0) * 4i64;
-    let cosines = load_vec_if::<f32, 4, _>(cs_row + pair0 * 4, rope, 1.0f32, NC);
-    let sines =
-        load_vec_if::<f32, 4, _>(cs_row + (pair0 + ROPE_DIM as u32 / 2) * 4, rope, 0.0f32, NC);
-    let cs_piece = tid % 16;
-    let cs_loader = tid < 16;
-    let cs_words = load_vec_if::<u32, 4, _>(cs_row + cs_piece * 16, cs_loader, 0u32, NC);
+    let cosines = load_vec_if::<f32, 4, _>(cs_row + pair0 * 4, applies, 1.0f32, NC);
+    let sines = load_vec_if::<f32, 4, _>(
+        cs_row + (pair0 + ROPE_DIM as u32 / 2) * 4,
+        applies,
+        0.0f32,
+        NC,
+    );
+    let piece = tid % 16;
+    let loader = tid < 16;
+    let words = load_vec_if::<u32, 4, _>(cs_row + piece * 16, loader, 0u32, NC);
+    Rope {
+        applies,
+        cosines,
+        sines,
+        piece,
+        loader,
+        words,
+    }
+}
 
-    // Q RoPE (fp32, GPT-J pairs) -> bf16 -> shared [H, 512].
-    let q_store = buf.q.at(head, d0);
-    for (k, words) in q_words.iter().enumerate() {
+/// Q RoPE (fp32, GPT-J pairs) -> bf16 -> shared [H, 512].
+#[device]
+pub fn store_query(buf: &Buffers, q: &QueryWords, rope: &Rope) {
+    let q_store = buf.q.at(q.head, q.d0);
+    for (k, words) in q.words.iter().enumerate() {
         let mut words = *words;
-        if k + 1 == q_words.len() {
+        if k + 1 == q.words.len() {
             for w in 0..4 {
                 let (even, odd) = bf16x2_to_f32x2(words[w].bitcast());
-                let (c, s) = (cosines[w], sines[w]);
+                let (c, s) = (rope.cosines[w], rope.sines[w]);
                 let rotated_even = even.fma(c, -(odd * s));
                 let rotated_odd = odd.fma(c, even * s);
                 let rotated = f32x2_to_bf16x2(rotated_even, rotated_odd).bitcast::<u32>();
-                words[w] = rope.select(rotated, words[w]);
+                words[w] = rope.applies.select(rotated, words[w]);
             }
         }
         let shift = buf
             .q
-            .displacement(0, (k as u32 * chunks_per_round * CHUNK as u32) as i64);
+            .displacement(0, (k as u32 * q.chunks_per_round * CHUNK as u32) as i64);
         store_vec(q_store + shift, words);
     }
+}
 
-    // KV dequant -> shared [128, 512] bf16. Chunk k of this thread is chunk 0 moved by
-    // per_row * k chunks along the row: a whole number of 64-dim k-blocks.
-    for (k, words) in kv_words.iter().enumerate() {
+/// The cos | sin row to shared memory, for the epilogue's inverse RoPE.
+#[device]
+pub fn store_cos_sin(buf: &Buffers, rope: &Rope) {
+    store_vec_if(buf.cos_sin.at1(rope.piece * 4), rope.words, rope.loader);
+}
+
+/// KV dequant -> shared [128, 512] bf16, and each row's valid flag. Chunk k of this
+/// thread is chunk 0 moved by per_row * k chunks along the row: a whole number of 64-dim
+/// k-blocks.
+#[device]
+pub fn store_tile(buf: &Buffers, list: &KvList, map: &RowMap, tile: &Gathered, tid: Val<u32>) {
+    let (row, part, per_row) = (map.row, map.part, map.per_row);
+    for (k, words) in tile.kv_words.iter().enumerate() {
         let dims_per_chunk = if list.is_fp4() { 32 } else { 16 };
         let shift_dims = (per_row * k as u32 * dims_per_chunk) as i64;
         if list.is_fp4() {
             // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2c, 2c + 1 of
             // the record's 32 scale bytes: word c / 2, bytes 2 (c % 2) and 2 (c % 2) + 1.
             let first_word = (per_row / 2) * k as u32;
-            let mut scale_word = scale_words[first_word as usize];
+            let mut scale_word = tile.scale_words[first_word as usize];
             for extra in 1..per_row / 2 {
                 let pick = (part / 2) == extra;
-                scale_word = pick.select(scale_words[(first_word + extra) as usize], scale_word);
+                scale_word =
+                    pick.select(tile.scale_words[(first_word + extra) as usize], scale_word);
             }
             let shift = (part % 2) * 16;
             let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
@@ -229,8 +328,8 @@ pub fn stage_inputs(
             // record's 16 scale bytes; g's static part is (per_row / 2) k, part / 2 adds
             // 0..per_row/2 inside the same word.
             let g0 = (per_row / 2) * k as u32;
-            let e =
-                (scale_words[(g0 / 4) as usize] >> (8 * (g0 % 4)) >> ((part / 2) * 8)) & 0xffu32;
+            let e = (tile.scale_words[(g0 / 4) as usize] >> (8 * (g0 % 4)) >> ((part / 2) * 8))
+                & 0xffu32;
             let scale = ue8m0_to_bf16x2(e);
             for half in 0..2 {
                 let [a, b] = e4m3x4_to_bf16x4_scaled(words[2 * half], scale);
@@ -241,12 +340,43 @@ pub fn stage_inputs(
             }
         }
     }
-    store(buf.valid.at1(row), valid.select(1i32, 0i32));
-    if rows < TILE as u32 {
+    store(buf.valid.at1(row), tile.valid.select(1i32, 0i32));
+    if map.rows < TILE as u32 {
         // The rows no slot fills never take part.
-        store(buf.valid.at1(rows + tid % (TILE as u32 - rows)), 0i32);
+        store(
+            buf.valid.at1(map.rows + tid % (TILE as u32 - map.rows)),
+            0i32,
+        );
     }
-    store_vec_if(buf.cos_sin.at1(cs_piece * 4), cs_words, cs_loader);
+}
+
+/// Split schedule: loads the tile's `rows` slots of `list` starting at row `row0`, Q and
+/// cos/sin, then writes Q (RoPEd) and the dequantised KV rows to shared memory, the valid
+/// flag of each row and the cos|sin row. Returns whether the tile has any row inside the
+/// list's length (the same in every thread).
+#[device]
+#[allow(clippy::too_many_arguments)]
+pub fn stage_inputs(
+    plan: &Plan,
+    list: &KvList,
+    query: &QueryInputs,
+    buf: &Buffers,
+    tid: Val<u32>,
+    row0: Val<u32>,
+    rows: u32,
+) -> Pred {
+    let map = RowMap::new(tid, rows);
+    // Slot ids first: they do not wait for the length (one dependent round trip less).
+    let slot = load_slot(list, query.token, &map, row0);
+    let limit = load_limit(list, query.token);
+    let position = load_position(query);
+    let live = row0.cast::<i32>() < limit;
+    let q = load_query(plan, query, tid);
+    let tile = gather(list, &map, &slot, limit);
+    let rope = load_rope(query, &q, position, tid);
+    store_query(buf, &q, &rope);
+    store_tile(buf, list, &map, &tile, tid);
+    store_cos_sin(buf, &rope);
     live
 }
 

@@ -42,8 +42,46 @@ impl ExtraRecord {
     }
 }
 
+/// How a token's KV tiles are spread over CTAs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Schedule {
+    /// A cluster of C CTAs per token and group of up to 32 heads, one KV tile each (64 SWA
+    /// rows or 128 compressed rows), merged over distributed shared memory: the shortest
+    /// chain per token, for steps with too few tokens to fill the GPU.
+    Split,
+    /// One CTA per token and group of 16 heads streams all of the token's 128-row tiles
+    /// through a software pipeline (the next tile's records in flight while the current
+    /// one computes) with an online softmax; no cluster.
+    Streamed,
+}
+
+impl Schedule {
+    /// `split` or `stream`, as in key names.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Schedule::Split => "split",
+            Schedule::Streamed => "stream",
+        }
+    }
+
+    /// The schedule a call of `tokens` query tokens runs: streamed from
+    /// [`STREAMED_FROM_TOKENS`], split below. On the H200 (`examples/bench_decode.rs`, both
+    /// schedules in one run) split was faster at 1 and 32 tokens and streamed at 128 and 512
+    /// for every head count, list width and record format of the benchmark.
+    pub fn for_tokens(tokens: usize) -> Schedule {
+        if tokens >= STREAMED_FROM_TOKENS {
+            Schedule::Streamed
+        } else {
+            Schedule::Split
+        }
+    }
+}
+
+/// The token count from which [`Schedule::for_tokens`] picks [`Schedule::Streamed`].
+pub const STREAMED_FROM_TOKENS: usize = 128;
+
 /// What a decode kernel is compiled for. The token count is a grid dimension, not part of
-/// the key: one compiled kernel serves every decode step of a layer shape.
+/// the key: one compiled kernel serves every decode step of a layer shape and schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CompileKey {
     /// Live heads per GPU: 16 or 32 (the seed's), or 8, 64, 128 (other tensor-parallel
@@ -61,6 +99,8 @@ pub struct CompileKey {
     pub extra_page: usize,
     /// The architecture the kernel is built for.
     pub target: Target,
+    /// How the token's tiles are spread over CTAs.
+    pub schedule: Schedule,
 }
 
 /// Why a set of fields is not a valid [`CompileKey`].
@@ -70,7 +110,7 @@ pub enum KeyError {
     #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
     Heads { heads: usize },
     #[error(
-        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_stream]_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a (split) or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
     )]
     Name { name: String },
     #[error(
@@ -80,8 +120,9 @@ pub enum KeyError {
     #[error("the {list} page size must be a power of two, got {page}")]
     Page { list: &'static str, page: usize },
     #[error(
-        "swa_width {swa_width} and extra_width {extra_width} give {tiles} KV tiles per token \
-         (ceil(NK/64) + ceil(NE/128)); a cluster holds 1 to {MAX_CLUSTER}"
+        "swa_width {swa_width} and extra_width {extra_width} give {tiles} CTAs per token \
+         (split: ceil(NK/64) + ceil(NE/128)); a token needs a KV tile and a cluster holds \
+         1 to {MAX_CLUSTER}"
     )]
     Cluster {
         swa_width: usize,
@@ -108,7 +149,8 @@ impl CompileKey {
                 return Err(KeyError::Page { list, page });
             }
         }
-        let tiles = self.cluster_size();
+        // A token without a KV tile has no CTA to run it.
+        let tiles = self.cluster_size().min(self.tiles());
         if !(1..=MAX_CLUSTER).contains(&tiles) {
             return Err(KeyError::Cluster {
                 swa_width: self.swa_width,
@@ -119,9 +161,18 @@ impl CompileKey {
         Ok(())
     }
 
-    /// SWA tiles (KT = ceil(NK / 64)): cluster ranks `0..KT` take SWA rows.
+    /// SWA tiles: KT = ceil(NK / 64) split (cluster ranks `0..KT` take SWA rows), or
+    /// ceil(NK / 128) streamed.
     pub fn swa_tiles(&self) -> usize {
-        self.swa_width.div_ceil(SWA_ROWS)
+        self.swa_width.div_ceil(self.swa_tile_rows())
+    }
+
+    /// Rows of an SWA tile: 64 split (two CTAs share the window), 128 streamed.
+    pub fn swa_tile_rows(&self) -> usize {
+        match self.schedule {
+            Schedule::Split => SWA_ROWS,
+            Schedule::Streamed => TILE,
+        }
     }
 
     /// Compressed tiles (ET = ceil(NE / 128)).
@@ -129,15 +180,23 @@ impl CompileKey {
         self.extra_width.div_ceil(TILE)
     }
 
-    /// CTAs per cluster, one per KV tile (C = KT + ET).
-    pub fn cluster_size(&self) -> usize {
+    /// KV tiles of a token (KT + ET).
+    pub fn tiles(&self) -> usize {
         self.swa_tiles() + self.extra_tiles()
     }
 
-    /// Groups of heads that get a cluster each (the grid's z): 64 and 128 heads are split
-    /// into groups of 32, fewer heads are one group.
+    /// CTAs per cluster: one per KV tile split (C = KT + ET), 1 streamed.
+    pub fn cluster_size(&self) -> usize {
+        match self.schedule {
+            Schedule::Split => self.tiles(),
+            Schedule::Streamed => 1,
+        }
+    }
+
+    /// Groups of heads that get a cluster each (the grid's z): groups of 32 heads split
+    /// (64 and 128 heads), of 16 streamed; fewer heads are one group.
     pub fn head_groups(&self) -> usize {
-        self.heads.div_ceil(MAX_HEADS_PER_CLUSTER)
+        self.heads.div_ceil(self.max_heads_per_cluster())
     }
 
     /// The launch grid for `tokens` query tokens: (C, s_q, head groups), a cluster of C
@@ -152,7 +211,21 @@ impl CompileKey {
 
     /// Live heads one cluster computes.
     pub fn heads_per_cluster(&self) -> usize {
-        self.heads.min(MAX_HEADS_PER_CLUSTER)
+        self.heads.min(self.max_heads_per_cluster())
+    }
+
+    /// Heads one cluster takes at most: 32 split; 16 streamed, whose running output
+    /// `[16, 512]` f32 must fit in shared memory beside the KV tile.
+    pub fn max_heads_per_cluster(&self) -> usize {
+        match self.schedule {
+            Schedule::Split => MAX_HEADS_PER_CLUSTER,
+            Schedule::Streamed => MIN_MMA_HEADS,
+        }
+    }
+
+    /// This key with another schedule.
+    pub fn with_schedule(self, schedule: Schedule) -> CompileKey {
+        CompileKey { schedule, ..self }
     }
 
     /// Heads the MMAs compute per cluster: the live ones, padded to 16 where fewer (the P
@@ -177,8 +250,14 @@ impl std::str::FromStr for CompileKey {
             name: name.to_string(),
         };
         let parts: Vec<&str> = name.split('_').collect();
-        let [h, nk, ne, record, pages, target] = parts[..] else {
-            return Err(bad());
+        let (h, nk, ne, record, pages, schedule, target) = match parts[..] {
+            [h, nk, ne, record, pages, target] => {
+                (h, nk, ne, record, pages, Schedule::Split, target)
+            }
+            [h, nk, ne, record, pages, "stream", target] => {
+                (h, nk, ne, record, pages, Schedule::Streamed, target)
+            }
+            _ => return Err(bad()),
         };
         let number = |s: &str, prefix: &str| -> Result<usize, KeyError> {
             s.strip_prefix(prefix)
@@ -201,6 +280,7 @@ impl std::str::FromStr for CompileKey {
             swa_page: number(swa_page, "")?,
             extra_page: number(extra_page, "")?,
             target: target.parse().map_err(|_| bad())?,
+            schedule,
         };
         key.validate()?;
         Ok(key)
@@ -208,19 +288,23 @@ impl std::str::FromStr for CompileKey {
 }
 
 impl fmt::Display for CompileKey {
-    /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a`.
+    /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a` (split),
+    /// `h16_nk128_ne512_fp8_p64x64_stream_sm100a` (streamed).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "h{}_nk{}_ne{}_{}_p{}x{}_{}",
+            "h{}_nk{}_ne{}_{}_p{}x{}_",
             self.heads,
             self.swa_width,
             self.extra_width,
             self.extra_record.short_name(),
             self.swa_page,
             self.extra_page,
-            self.target.short_name()
-        )
+        )?;
+        if self.schedule == Schedule::Streamed {
+            write!(f, "stream_")?;
+        }
+        write!(f, "{}", self.target.short_name())
     }
 }
 
@@ -238,10 +322,17 @@ mod tests {
             swa_page: 64,
             extra_page: 16,
             target: Target::Sm90a,
+            schedule: Schedule::Split,
         };
         let name = key.to_string();
         assert_eq!(name, "h64_nk100_ne300_nvfp4_p64x16_sm90a");
         assert_eq!(name.parse::<CompileKey>(), Ok(key));
+        let streamed = key.with_schedule(Schedule::Streamed);
+        assert_eq!(
+            streamed.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_stream_sm90a"
+        );
+        assert_eq!(streamed.to_string().parse::<CompileKey>(), Ok(streamed));
         assert_eq!(
             "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
             Err(KeyError::Heads { heads: 24 })
@@ -266,11 +357,29 @@ mod tests {
             swa_page: 64,
             extra_page: 64,
             target: Target::Sm100a,
+            schedule: Schedule::Split,
         };
         assert_eq!((key(8).head_groups(), key(8).mma_heads()), (1, 16));
         assert_eq!((key(16).head_groups(), key(16).mma_heads()), (1, 16));
         assert_eq!((key(32).head_groups(), key(32).mma_heads()), (1, 32));
         assert_eq!((key(64).head_groups(), key(64).mma_heads()), (2, 32));
         assert_eq!((key(128).head_groups(), key(128).mma_heads()), (4, 32));
+        let streamed = |heads| key(heads).with_schedule(Schedule::Streamed);
+        assert_eq!(
+            (streamed(8).head_groups(), streamed(8).mma_heads()),
+            (1, 16)
+        );
+        assert_eq!(
+            (streamed(32).head_groups(), streamed(32).mma_heads()),
+            (2, 16)
+        );
+        assert_eq!(
+            (streamed(128).head_groups(), streamed(128).mma_heads()),
+            (8, 16)
+        );
+        assert_eq!(
+            (streamed(16).swa_tiles(), streamed(16).cluster_size()),
+            (1, 1)
+        );
     }
 }

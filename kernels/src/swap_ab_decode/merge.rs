@@ -43,7 +43,7 @@ pub fn pull_partials(
     rank: Val<u32>,
 ) -> Vec<Vec<[Val<f32>; 4]>> {
     let slice = tid % THREADS_PER_UNIT;
-    let partial = buf.partial(plan);
+    let partial = &buf.partial;
     let mut pulls = Vec::new();
     for pass in 0..plan.merge_passes {
         let (_, unit) = unit_of(plan, pass, tid, rank);
@@ -52,7 +52,12 @@ pub fn pull_partials(
         let local = partial.at(head, dim);
         let mut peers = Vec::new();
         for peer in 0..plan.cluster {
-            peers.push(load_vec::<f32, 4, _>(local.in_cta(peer)));
+            // A cluster of one reads its own partial without the DSMEM window.
+            peers.push(if plan.cluster == 1 {
+                load_vec::<f32, 4, _>(local)
+            } else {
+                load_vec::<f32, 4, _>(local.in_cta(peer))
+            });
         }
         pulls.push(peers);
     }
@@ -132,7 +137,7 @@ pub fn merge_and_store(
         }
         let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);
         let o = acc.map(|a| ok.select(a / denominator, 0.0f32));
-        if pass + 1 == pulls.len() {
+        if pass + 1 == pulls.len() && !plan.streamed() {
             // Every pulled value is consumed: peers may leave once all of them got here too
             // (the split barrier's wait is the last thing before exit).
             cluster_arrive_relaxed();

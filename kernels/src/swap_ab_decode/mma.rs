@@ -156,32 +156,37 @@ impl Mma {
     }
 
     /// Stage 4's input: this thread's scores, row `32 (w % 4) + lane`, columns
-    /// `(w / 4) * H/4 ..` of S.
+    /// `(w / 4) * H/4 ..` of S; `parity` is the tile's mbarrier phase (sm_100a).
     #[device]
-    pub fn load_scores(&self, plan: &Plan, warp: Val<u32>, lane: Val<u32>) -> Vec<Val<f32>> {
+    pub fn load_scores(
+        &self,
+        plan: &Plan,
+        warp: Val<u32>,
+        lane: Val<u32>,
+        parity: Val<u32>,
+    ) -> Vec<Val<f32>> {
         match self {
-            Mma::Tcgen05(stage) => stage.load_scores(plan, warp),
+            Mma::Tcgen05(stage) => stage.load_scores(plan, warp, parity),
             Mma::Wgmma(stage) => stage.load_scores(plan, warp, lane),
         }
     }
 
-    /// Stage 5: O^T = V^T . [P_hi | P_lo]^T; SWA tiles have 64 rows (the tile's upper half
-    /// never takes part), compressed tiles 128. Returns where the accumulators are until
-    /// [`Outputs::store_partial`] collects them.
+    /// Stage 5: O^T = V^T . [P_hi | P_lo]^T over the tile's `rows`. Returns where the
+    /// accumulators are until [`Outputs::store_partial`] collects them.
     #[device]
     pub fn outputs(
         &self,
         plan: &Plan,
         buf: &Buffers,
         warp: Val<u32>,
-        rank: Val<u32>,
+        rows: TileRows,
     ) -> Outputs<'_> {
         match self {
             Mma::Tcgen05(stage) => {
-                stage.outputs(plan, buf, warp, rank);
+                stage.outputs(plan, buf, warp, rows);
                 Outputs::InTensorMemory(stage)
             }
-            Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rank)),
+            Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rows)),
         }
     }
 
@@ -197,6 +202,26 @@ impl Mma {
     }
 }
 
+/// The rows of the KV tile that take part in O^T: the K-steps the MMA issues.
+#[derive(Clone, Copy)]
+pub enum TileRows {
+    /// Split: 64 at an SWA rank (the tile's upper half never takes part), 128 at a
+    /// compressed one.
+    ByRank(Val<u32>),
+    /// All 128 (streamed tiles are 128 rows of either list).
+    All,
+}
+
+/// How stage 6 writes a tile's O = hi + lo to the partial.
+#[derive(Clone, Copy)]
+pub enum PartialUpdate<'a> {
+    /// The tile is the CTA's only one: store it.
+    Store,
+    /// Accumulate over the token's tiles: partial = partial * alpha + O * beta, with
+    /// `rescale` `[2, H]` f32 holding each head's alpha (row 0) and beta (row 1).
+    Rescale(&'a SmemTile),
+}
+
 /// Where the O^T accumulators are between stages 5 and 6.
 pub enum Outputs<'a> {
     InTensorMemory(&'a Tcgen05Stage),
@@ -205,17 +230,27 @@ pub enum Outputs<'a> {
 }
 
 impl Outputs<'_> {
-    /// Stage 6: O = hi + lo -> the fp32 partial `[H, 512]` over the KV tile.
+    /// Stage 6: O = hi + lo -> the fp32 partial `[H, 512]`; `parity` is the tile's
+    /// mbarrier phase (sm_100a).
     #[device]
-    pub fn store_partial(self, plan: &Plan, buf: &Buffers, warp: Val<u32>) {
+    pub fn store_partial(
+        self,
+        plan: &Plan,
+        buf: &Buffers,
+        warp: Val<u32>,
+        parity: Val<u32>,
+        update: PartialUpdate<'_>,
+    ) {
         let partial = partial_as_outputs_tile(plan, buf);
         let tid = thread_idx_x();
         match self {
             Outputs::InTensorMemory(stage) => {
-                stage.barriers.o_done.wait(0u32);
+                stage.barriers.o_done.wait(parity);
                 tcgen05::fence_after_thread_sync();
                 let o = stage.outputs_mma.load_c(&stage.outputs, warp);
-                store_summed(&stage.outputs_mma.partition_c(&partial, tid), &o);
+                let head_of = |i| stage.outputs_mma.coord_c(tid, i).1 % plan.heads;
+                let dst = stage.outputs_mma.partition_c(&partial, tid);
+                store_summed(&dst, &o, update, head_of);
                 tcgen05::fence_before_thread_sync();
             }
             Outputs::InRegisters(stage, acc) => {
@@ -223,7 +258,8 @@ impl Outputs<'_> {
                 // Every warpgroup's MMAs have read the KV tile before anyone overwrites it.
                 sync_threads();
                 let thr = stage.outputs_mma.thread(tid);
-                store_summed(&thr.partition_c(&partial), &acc);
+                let head_of = |i| thr.coord_c(i).1 % plan.heads;
+                store_summed(&thr.partition_c(&partial), &acc, update, head_of);
             }
         }
     }
@@ -278,9 +314,9 @@ impl Tcgen05Stage {
 
     /// Warp w's lane quadrant of S, column group w / 4.
     #[device]
-    fn load_scores(&self, plan: &Plan, warp: Val<u32>) -> Vec<Val<f32>> {
+    fn load_scores(&self, plan: &Plan, warp: Val<u32>, parity: Val<u32>) -> Vec<Val<f32>> {
         let cols = plan.cols_per_thread;
-        self.barriers.s_done.wait(0u32);
+        self.barriers.s_done.wait(parity);
         tcgen05::fence_after_thread_sync();
         let group = self
             .scores
@@ -290,7 +326,7 @@ impl Tcgen05Stage {
     }
 
     #[device]
-    fn outputs(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rank: Val<u32>) {
+    fn outputs(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rows: TileRows) {
         let (v_t, p) = value_operands(buf);
         let v_t = self.outputs_mma.partition_a(&v_t);
         let p = self.outputs_mma.partition_b(&p);
@@ -298,12 +334,25 @@ impl Tcgen05Stage {
         if warp == 0 {
             if elect_one() {
                 tcgen05::fence_after_thread_sync();
-                self.outputs_mma
-                    .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
-                if plan.extra_tiles > 0 {
-                    if rank >= plan.swa_tiles {
+                match rows {
+                    TileRows::All => {
                         self.outputs_mma
-                            .gemm_k_steps(o, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+                            .gemm_k_steps(o, &v_t, &p, 0..TILE_STEPS, false);
+                    }
+                    TileRows::ByRank(rank) => {
+                        self.outputs_mma
+                            .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
+                        if plan.extra_tiles > 0 {
+                            if rank >= plan.swa_tiles {
+                                self.outputs_mma.gemm_k_steps(
+                                    o,
+                                    &v_t,
+                                    &p,
+                                    SWA_STEPS..TILE_STEPS,
+                                    true,
+                                );
+                            }
+                        }
                     }
                 }
                 tcgen05::commit(self.barriers.o_done);
@@ -364,17 +413,22 @@ impl WgmmaStage {
 
     /// Every warpgroup issues its rows of O^T; the caller waits in stage 6.
     #[device]
-    fn outputs(&self, plan: &Plan, buf: &Buffers, rank: Val<u32>) -> Tensor<f32, Regs> {
+    fn outputs(&self, plan: &Plan, buf: &Buffers, rows: TileRows) -> Tensor<f32, Regs> {
         let thr = self.outputs_mma.thread(thread_idx_x());
         let (v_t, p) = value_operands(buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
         let p = thr.partition_b(&p);
         let acc = thr.partition_fragment_c();
         wgmma::fence();
-        thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, false);
-        if plan.extra_tiles > 0 {
-            if rank >= plan.swa_tiles {
-                thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+        match rows {
+            TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, false),
+            TileRows::ByRank(rank) => {
+                thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, false);
+                if plan.extra_tiles > 0 {
+                    if rank >= plan.swa_tiles {
+                        thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+                    }
+                }
             }
         }
         wgmma::commit_group();
@@ -412,16 +466,22 @@ fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
             4,
         )
     });
-    buf.kv
+    buf.partial
         .view(checked("O^T over the partial", layout))
         .tensor::<f32>()
 }
 
-/// Stores each cell of `dst` once, with the sum of the elements of `acc` (of `dst`'s
+/// Writes each cell of `dst` once, with the sum of the elements of `acc` (of `dst`'s
 /// shape) that land on it, in flat order: hi + lo where `dst` is a partition of
-/// [`partial_as_outputs_tile`].
+/// [`partial_as_outputs_tile`]. `head_of(i)` is the head of `acc`'s element `i`, which
+/// picks the cell's rescale factors.
 #[track_caller]
-fn store_summed(dst: &Tensor<f32, Shared>, acc: &Tensor<f32, Regs>) {
+fn store_summed(
+    dst: &Tensor<f32, Shared>,
+    acc: &Tensor<f32, Regs>,
+    update: PartialUpdate<'_>,
+    head_of: impl Fn(i64) -> Val<u32>,
+) {
     let cells = match cell_offsets(dst) {
         Ok(cells) => cells,
         Err(e) => {
@@ -438,7 +498,17 @@ fn store_summed(dst: &Tensor<f32, Shared>, acc: &Tensor<f32, Regs>) {
         }
     }
     for (_, first, sum) in sums {
-        store(dst.at(IntTuple::from(first)), sum);
+        let at = dst.at(IntTuple::from(first));
+        match update {
+            PartialUpdate::Store => store(at, sum),
+            PartialUpdate::Rescale(rescale) => {
+                let head = head_of(first);
+                let alpha: Val<f32> = load(rescale.at(0u32, head));
+                let beta: Val<f32> = load(rescale.at(1u32, head));
+                let old: Val<f32> = load(at);
+                store(at, sum.fma(beta, old * alpha));
+            }
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
 
-use super::key::MAX_HEADS_PER_CLUSTER;
+use super::key::Schedule;
 use super::{CompileKey, HEAD_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
@@ -17,10 +17,14 @@ pub struct Plan {
     pub live_heads: u32,
     /// Clusters per token along the grid's z (64 and 128 heads: groups of 32).
     pub head_groups: u32,
-    /// SWA tiles (KT) and compressed tiles (ET); the cluster has C = KT + ET CTAs.
+    /// SWA tiles (KT) and compressed tiles (ET) of a token, and the rows of an SWA tile;
+    /// a split cluster has C = KT + ET CTAs, a streamed one 1.
     pub swa_tiles: u32,
     pub extra_tiles: u32,
+    pub swa_tile_rows: u32,
     pub cluster: u32,
+    /// Live heads of a full group: the grid's z index times this is the group's first head.
+    pub group_heads: u32,
     /// Score / P columns a softmax thread owns (H / 4: four column groups of warps).
     pub cols_per_thread: u32,
     /// 16-byte pieces of Q each thread loads (H * 512 / 8 / 512).
@@ -43,7 +47,7 @@ impl Plan {
         let live_heads = key.heads_per_cluster() as u32;
         let swa_tiles = key.swa_tiles() as u32;
         let extra_tiles = key.extra_tiles() as u32;
-        let cluster = swa_tiles + extra_tiles;
+        let cluster = key.cluster_size() as u32;
         let units = (HEAD_DIM as u32 / 32) * live_heads;
         let units_per_cta = units.div_ceil(cluster);
         let s_column = 8 * heads;
@@ -54,7 +58,9 @@ impl Plan {
             head_groups: key.head_groups() as u32,
             swa_tiles,
             extra_tiles,
+            swa_tile_rows: key.swa_tile_rows() as u32,
             cluster,
+            group_heads: key.max_heads_per_cluster() as u32,
             cols_per_thread: heads / 4,
             q_pieces: heads * HEAD_DIM as u32 / 8 / THREADS as u32,
             units,
@@ -67,6 +73,10 @@ impl Plan {
 
     pub fn target(&self) -> Target {
         self.key.target
+    }
+
+    pub fn streamed(&self) -> bool {
+        self.key.schedule == Schedule::Streamed
     }
 
     /// Per-CTA statistics (m, l) of every head, for the whole cluster.
@@ -130,7 +140,7 @@ impl HeadGroup {
     pub fn of_this_cta(plan: &Plan) -> Self {
         HeadGroup {
             first: (plan.head_groups > 1)
-                .then(|| dsl_core::arch::thread::block_idx_z() * MAX_HEADS_PER_CLUSTER as u32),
+                .then(|| dsl_core::arch::thread::block_idx_z() * plan.group_heads),
         }
     }
 

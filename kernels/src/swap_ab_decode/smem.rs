@@ -9,8 +9,11 @@ use super::{ROPE_DIM, THREADS, TILE};
 
 /// Every shared buffer of the kernel.
 pub struct Buffers {
-    /// `[128, 512]` bf16 KV tile (K-major SW128); later the fp32 partial `[H, 512]`.
+    /// `[128, 512]` bf16 KV tile (K-major SW128).
     pub kv: SmemTile,
+    /// The fp32 partial `[H, 512]`: over the KV tile's bytes when a CTA has one tile
+    /// (split), its own buffer when it accumulates over the token's tiles (streamed).
+    pub partial: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
     /// `[2H, 128]` bf16 P hi | lo (MN-major).
@@ -60,8 +63,15 @@ impl Buffers {
         let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
         let stats = smem_tile("stats", plain(&[2 * plan.cluster as i64, heads], 4));
         let cos_sin = smem_tile("cos_sin", plain(&[ROPE_DIM as i64], 4));
+        let partial_layout = checked("partial", plan.partial_layout());
+        let partial = if plan.streamed() {
+            smem_tile("partial", partial_layout)
+        } else {
+            kv.view(partial_layout)
+        };
         Buffers {
             kv,
+            partial,
             q,
             p,
             valid,
@@ -70,12 +80,6 @@ impl Buffers {
             stats,
             cos_sin,
         }
-    }
-
-    /// The fp32 partial `[H, 512]` over the KV tile's bytes.
-    #[track_caller]
-    pub fn partial(&self, plan: &Plan) -> SmemTile {
-        self.kv.view(checked("partial", plan.partial_layout()))
     }
 
     /// Statistic `which` (0: max, 1: sum) of cluster CTA `rank`, per head.
@@ -93,7 +97,7 @@ impl Buffers {
         let zero = Val::<u32>::constant(0);
         let pieces = plan.heads * 512 * 4 / 16;
         for z in 0..pieces / THREADS as u32 {
-            let addr = self.kv.base() + (tid + z * THREADS as u32) * 16;
+            let addr = self.partial.base() + (tid + z * THREADS as u32) * 16;
             store_vec(addr, [zero; 4]);
         }
     }

@@ -5,7 +5,7 @@ use dsl_core::arch::cvt::{bf16x2_to_f32x2, f32x2_to_bf16x2};
 use dsl_core::arch::memory::{load, load_vec, store, store_vec, store_vec_if};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::shfl_xor;
-use dsl_core::trace::Val;
+use dsl_core::trace::{SmemTile, Val};
 use dsl_macros::device;
 
 use super::plan::Plan;
@@ -119,19 +119,58 @@ pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32
     }
 }
 
+/// Head `head`'s statistics over the tile: its max (0 when no row is valid) and sum of
+/// probabilities, from the lane quadrants' partial reductions.
+#[device]
+fn tile_stats(buf: &Buffers, head: Val<u32>) -> (Val<f32>, Val<f32>) {
+    let mut max = load::<f32, _>(buf.red_max.at(0u32, head));
+    let mut sum = load::<f32, _>(buf.red_sum.at(0u32, head));
+    for quadrant in 1..4u32 {
+        max = max.max(load::<f32, _>(buf.red_max.at(quadrant, head)));
+        sum += load::<f32, _>(buf.red_sum.at(quadrant, head));
+    }
+    ((max == f32::NEG_INFINITY).select(0.0f32, max), sum)
+}
+
 /// This CTA's statistics for the merge: per head the tile's max (0 when no row is valid)
 /// and sum of probabilities.
 #[device]
 pub fn write_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     if tid < plan.heads {
-        let mut max = load::<f32, _>(buf.red_max.at(0u32, tid));
-        let mut sum = load::<f32, _>(buf.red_sum.at(0u32, tid));
-        for quadrant in 1..4u32 {
-            max = max.max(load::<f32, _>(buf.red_max.at(quadrant, tid)));
-            sum += load::<f32, _>(buf.red_sum.at(quadrant, tid));
-        }
-        max = (max == f32::NEG_INFINITY).select(0.0f32, max);
+        let (max, sum) = tile_stats(buf, tid);
         store(buf.stat(rank, 0, tid), max);
         store(buf.stat(rank, 1, tid), sum);
+    }
+}
+
+/// The running statistics of a CTA that accumulates over tiles start empty: max -inf
+/// (no tile yet), sum 0.
+#[device]
+pub fn reset_running(plan: &Plan, buf: &Buffers, tid: Val<u32>) {
+    if tid < plan.heads {
+        store(buf.stat(0u32, 0, tid), f32::NEG_INFINITY);
+        store(buf.stat(0u32, 1, tid), 0.0f32);
+    }
+}
+
+/// Folds the tile's statistics into the running ones (online softmax): per head the new
+/// max M' = max(M, m) over tiles with a valid row, the running sum rescaled, and the
+/// factors the partial takes, alpha = 2^(M - M') for what it holds and beta = 2^(m - M')
+/// for the tile's O, into `rescale` `[2, H]`. A tile without a valid row changes nothing.
+#[device]
+pub fn update_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, tid: Val<u32>) {
+    if tid < plan.heads {
+        let (max, sum) = tile_stats(buf, tid);
+        let old_max: Val<f32> = load(buf.stat(0u32, 0, tid));
+        let old_sum: Val<f32> = load(buf.stat(0u32, 1, tid));
+        let counts = sum > 0.0f32;
+        let new_max = counts.select(old_max.max(max), old_max);
+        // Equal maxima keep the partial as it is (also -inf = -inf before any valid tile).
+        let alpha = (new_max == old_max).select(1.0f32, (old_max - new_max).ex2());
+        let beta = counts.select((max - new_max).ex2(), 0.0f32);
+        store(buf.stat(0u32, 0, tid), new_max);
+        store(buf.stat(0u32, 1, tid), sum.fma(beta, old_sum * alpha));
+        store(rescale.at(0u32, tid), alpha);
+        store(rescale.at(1u32, tid), beta);
     }
 }

@@ -1,0 +1,114 @@
+//! The split schedule: grid (C, s_q, G), one cluster of C CTAs per token and group of up
+//! to 32 heads (G = 2 or 4 for 64 or 128 heads). CTA rank r < KT takes SWA rows
+//! [64 r, 64 r + 64), the others 128 compressed rows each. The stages, as they appear in
+//! the PTX's stage comments:
+//!
+//! 1. issue every global load first (slot ids, Q, KV 16-byte chunks, scales, cos/sin),
+//!    predicated so that invalid rows read nothing, after `griddepcontrol.wait`;
+//! 2. Q RoPE -> bf16 -> shared `[H, 512]`; KV dequant -> shared `[128, 512]` bf16 (both
+//!    K-major, 128-byte swizzle) and a valid flag per row;
+//! 3. S[128, H] = KV . Q^T (swap-AB: the KV rows are the MMA's M);
+//! 4. softmax down each head's column: max over the tile's valid rows, p = 2^(s - max),
+//!    P split into bf16 hi + lo -> shared `[2H, 128]` (MN-major);
+//! 5. O[512, 2H] = KV^T . [P_hi | P_lo], meanwhile each head's column sum;
+//! 6. O = hi + lo -> fp32 partial `[H, 512]` in shared memory (over the KV tile), and this
+//!    CTA's (max, sum) per head;
+//! 7. cluster barrier; `griddepcontrol.launch_dependents`;
+//! 8. every CTA pulls its share of (head, 32-dim chunk) units from every peer's partial over
+//!    DSMEM, in fixed peer order (bitwise deterministic), with every peer's statistics;
+//! 9. merge with the attention sink, inverse RoPE, MXFP8 cast, o-fused store;
+//! 10. split cluster barrier so no CTA exits while a peer may read its shared memory; free
+//!     TMEM.
+
+use dsl_core::arch::cluster::{cluster_arrive, cluster_wait};
+use dsl_core::arch::memory::store;
+use dsl_core::arch::pdl::launch_dependents;
+use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
+use dsl_core::arch::thread::cluster_cta_rank;
+use dsl_core::trace::{Pred, Tensor, Val, stage};
+use dsl_macros::device;
+
+use super::inputs::{stage_inputs, zero_stale_rows};
+use super::kernel::Ctx;
+use super::merge::{gather_stats, merge_and_store, pull_partials};
+use super::mma::{MmaSetup, PartialUpdate, TileRows};
+use super::softmax::{column_sums, softmax_to_p, write_stats};
+use super::{SWA_ROWS, TILE};
+
+/// Stages 1 to 10 of a CTA's one tile.
+#[device]
+pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
+    let (plan, buf, tid, warp, lane) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp, ctx.lane);
+    let rank = cluster_cta_rank();
+    let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
+
+    stage("1-2: loads, Q RoPE, KV dequant into shared memory");
+    let mut tile_live = Pred::constant(false);
+    let swa_rows = SWA_ROWS as u32;
+    let tile_rows = TILE as u32;
+    if plan.swa_tiles > 0 && plan.extra_tiles > 0 {
+        if rank < plan.swa_tiles {
+            tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
+            zero_stale_rows(buf, tid, swa_rows);
+        } else {
+            let row0 = (rank - plan.swa_tiles) * tile_rows;
+            tile_live = stage_inputs(plan, extra, query, buf, tid, row0, tile_rows);
+        }
+    } else if plan.swa_tiles > 0 {
+        tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
+        zero_stale_rows(buf, tid, swa_rows);
+    } else {
+        tile_live = stage_inputs(plan, extra, query, buf, tid, rank * tile_rows, tile_rows);
+    }
+    // The MMAs read what the threads stored: make it visible to the async proxy.
+    fence_proxy_async_shared();
+    sync_threads();
+    let mma = mma.after_sync(plan);
+    let parity = Val::<u32>::constant(0);
+
+    if tile_live {
+        stage("3: S[128, H] = KV . Q^T");
+        mma.scores(buf, warp);
+
+        stage("4: softmax down each head's column; P = hi + lo");
+        let scores = mma.load_scores(plan, warp, lane, parity);
+        let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
+        fence_proxy_async_shared();
+        sync_threads();
+
+        stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
+        let outputs = mma.outputs(plan, buf, warp, TileRows::ByRank(rank));
+        column_sums(plan, buf, &probs, warp, lane);
+        sync_threads();
+        write_stats(plan, buf, tid, rank);
+
+        stage("6: O = hi + lo -> fp32 partial [H, 512] over the KV tile");
+        outputs.store_partial(plan, buf, warp, parity, PartialUpdate::Store);
+    } else {
+        stage("6: no valid row: a zero partial and zero statistics for the peers");
+        let zero = Val::<f32>::constant(0.0);
+        if tid < plan.heads {
+            store(buf.stat(rank, 0, tid), zero);
+            store(buf.stat(rank, 1, tid), zero);
+        }
+        buf.zero_partial(plan, tid);
+    }
+
+    stage("7: every partial and statistic is final");
+    cluster_arrive();
+    cluster_wait();
+    launch_dependents();
+
+    stage("8: pull this CTA's units from every peer, in fixed peer order");
+    let pulls = pull_partials(plan, buf, tid, rank);
+    gather_stats(plan, buf, tid, rank);
+    sync_threads();
+
+    stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
+    let tensors = ctx.epilogue_tensors(precast);
+    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
+
+    stage("10: nobody exits while a peer may still read its shared memory");
+    cluster_wait();
+    mma.release(warp);
+}

@@ -1,0 +1,154 @@
+//! The streamed schedule: grid (1, s_q, G), one CTA per token and group of 16 heads walks
+//! all of the token's KV tiles, 128 rows each (SWA tiles first, then compressed ones), and
+//! keeps an online softmax over them. The stages, as they appear in the PTX's stage
+//! comments:
+//!
+//! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
+//!    -> bf16 -> shared `[16, 512]`; the running statistics and partial start empty;
+//! 2. per list, the first tile's slot ids and records into registers; then per tile whose
+//!    first row is inside the list's length (a runtime loop):
+//!    - KV dequant -> shared `[128, 512]` bf16 from the registers;
+//!    - the next tile's slot ids and records are issued into the same registers, so they
+//!      are in flight while this tile computes (the software pipeline: loads of tile
+//!      t + 1 overlap stages 3-6 of tile t);
+//!    - 3-5 as in the split schedule (S = KV . Q^T, softmax down each column with P =
+//!      hi + lo, O^T = V^T . P^T and the column sums);
+//!    - 6: the tile's (max, sum) fold into the running ones, and the partial `[16, 512]`
+//!      f32 (its own buffer) becomes partial * alpha + O * beta per head;
+//! 7. `griddepcontrol.launch_dependents`;
+//! 8. (with 9) the split schedule's merge with one peer, itself: the sink, the inverse
+//!    RoPE, the MXFP8 cast and the o-fused store of all of the group's units;
+//! 10. free TMEM.
+//!
+//! Why this shape: one CTA per SM (the KV tile alone is 128 KiB of shared memory) that
+//! runs a single tile from gather to merge leaves the SM idle while the records arrive;
+//! here the records of tile t + 1 are loaded during tile t's MMAs and softmax, and the
+//! per-token merge, epilogue and launch are paid once per token instead of once per tile.
+//! The accumulation order is fixed (SWA tiles, then compressed tiles, in row order), so
+//! the output is bitwise deterministic. The 16-head group keeps the running partial
+//! (32 KiB) beside the KV tile within the shared-memory budget; 32 heads take two CTAs,
+//! which read the same records (the second from L2 when the two run together).
+
+use dsl_core::arch::pdl::launch_dependents;
+use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
+use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
+use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
+use dsl_macros::device;
+
+use super::TILE;
+use super::inputs::{
+    KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
+    store_cos_sin, store_query, store_tile,
+};
+use super::kernel::Ctx;
+use super::merge::{merge_and_store, pull_partials};
+use super::mma::{Mma, MmaSetup, PartialUpdate, TileRows};
+use super::softmax::{column_sums, reset_running, softmax_to_p, update_running};
+
+/// Stages 1 to 10 of a token's CTA.
+#[device]
+pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
+    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
+    let rescale = smem_tile("rescale", rescale_layout(plan.heads));
+
+    stage("1: Q RoPE, cos/sin, the lists' lengths; empty running statistics and partial");
+    let position = load_position(&ctx.query);
+    let q = load_query(plan, &ctx.query, tid);
+    let rope = load_rope(&ctx.query, &q, position, tid);
+    let swa_limit = load_limit(&ctx.swa, ctx.token);
+    let extra_limit = load_limit(&ctx.extra, ctx.token);
+    store_query(buf, &q, &rope);
+    store_cos_sin(buf, &rope);
+    reset_running(plan, buf, tid);
+    buf.zero_partial(plan, tid);
+    sync_threads();
+    let mma = mma.after_sync(plan);
+
+    let lists = [
+        (&ctx.swa, swa_limit, plan.swa_tiles),
+        (&ctx.extra, extra_limit, plan.extra_tiles),
+    ];
+    let mut done = Val::<u32>::constant(0);
+    for (list, limit, tiles) in lists {
+        if tiles > 0 {
+            done = stream_list(ctx, &mma, &rescale, list, limit, done);
+        }
+    }
+
+    stage("7: the running partial and statistics are final");
+    sync_threads();
+    launch_dependents();
+
+    stage("8-9: normalise with the sink, inverse RoPE, MXFP8 cast, o-fused store");
+    let rank = Val::<u32>::constant(0);
+    let pulls = pull_partials(plan, buf, tid, rank);
+    let tensors = ctx.epilogue_tensors(precast);
+    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
+
+    stage("10: free tensor memory");
+    sync_threads();
+    mma.release(warp);
+}
+
+/// `[2, H]` f32: each head's alpha (row 0) and beta (row 1) of the current tile.
+fn rescale_layout(heads: u32) -> ComposedLayout {
+    let layout = Layout::row_major(&[Int::Static(2), Int::Static(i64::from(heads))]);
+    ComposedLayout::new(Swizzle::NONE, 0, layout, 4).expect("an unswizzled layout composes")
+}
+
+/// Streams the tiles of `list` whose first row is below `limit`; `done` counts the tiles
+/// already streamed (their mbarrier phases), and the count after these is returned.
+#[device]
+fn stream_list(
+    ctx: &Ctx<'_>,
+    mma: &Mma,
+    rescale: &SmemTile,
+    list: &KvList,
+    limit: Val<i32>,
+    done: Val<u32>,
+) -> Val<u32> {
+    let (plan, buf, tid, warp, lane) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp, ctx.lane);
+    let rows = TILE as u32;
+    let map = RowMap::new(tid, rows);
+
+    stage("2: the list's first tile into registers");
+    let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
+    let mut next = gather(
+        list,
+        &map,
+        &load_slot(list, ctx.token, &map, Val::constant(0)),
+        limit,
+    );
+    let mut done = done;
+    for t in dyn_range(0u32, live_tiles) {
+        stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
+        store_tile(buf, list, &map, &next, tid);
+        let row0 = (t + 1u32) * rows;
+        next = gather(list, &map, &load_slot(list, ctx.token, &map, row0), limit);
+        // The MMAs read what the threads stored: make it visible to the async proxy.
+        fence_proxy_async_shared();
+        sync_threads();
+        let parity = done & 1u32;
+
+        stage("3: S[128, H] = KV . Q^T");
+        mma.scores(buf, warp);
+
+        stage("4: softmax down each head's column; P = hi + lo");
+        let scores = mma.load_scores(plan, warp, lane, parity);
+        let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
+        fence_proxy_async_shared();
+        sync_threads();
+
+        stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
+        let outputs = mma.outputs(plan, buf, warp, TileRows::All);
+        column_sums(plan, buf, &probs, warp, lane);
+        sync_threads();
+
+        stage("6: running statistics; partial = partial * alpha + (hi + lo) * beta");
+        update_running(plan, buf, rescale, tid);
+        sync_threads();
+        outputs.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale));
+        done += 1u32;
+    }
+    done
+}
