@@ -100,8 +100,7 @@ pub(super) fn partition_tv<E, En: Engine>(
     let result = (|| {
         let composed = c.compose_with(tv)?;
         let thread_mode = composed.mode(0)?;
-        let t = c.lift_coord(&IntTuple::Leaf(Int::Dynamic(thread)))?;
-        let offset = thread_mode.offset_affine(&t, 1)?;
+        let offset = c.offset_in(&thread_mode, &IntTuple::Leaf(Int::Dynamic(thread)))?;
         Ok((offset, composed.mode(1)?, c.mode_align(&thread_mode)))
     })();
     c.rebased(what, result)

@@ -96,6 +96,6 @@ pub mod mma;
 mod view;
 
 pub use atoms::{MatrixAtom, MatrixThread, TiledMatrix, TmemCopy};
-pub use engine::{Engine, Global, MemEngine, Regs, Shared, TensorInt, Tmem};
+pub use engine::{Engine, Global, MemEngine, Regs, Shared, SplitOffset, TensorInt, Tmem};
 pub use mma::{Tcgen05Tiled, WgmmaOperandA, WgmmaThread, WgmmaTiled};
 pub use view::{IntoCoord, Tensor};

@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use super::compose::{compose, from_modes, gcd, modes, static_extent};
-use super::engine::{Engine, Global, MemEngine, Regs, Shared, TensorInt, Tmem};
+use super::engine::{Engine, Global, MemEngine, Regs, Shared, SplitOffset, TensorInt, Tmem};
 use crate::arch::sm100::tcgen05::TmemAddr;
 use crate::layout::{Affine, Int, IntTuple, Layout, LayoutError};
 use crate::trace::{Element, Index, SmemTile, Val, trace_error};
@@ -188,6 +188,19 @@ impl<E, En: Engine> Tensor<E, En> {
         })
     }
 
+    /// The offset of `coord` in `layout` (this tensor's layout or a mode of it), in the
+    /// engine's integer.
+    pub(crate) fn offset_in(
+        &self,
+        layout: &Layout<En::Int>,
+        coord: &IntTuple<Val<u32>>,
+    ) -> Result<Affine<En::Int>, LayoutError> {
+        match En::Int::offset_of_u32(layout, coord) {
+            Some(at) => at.map(SplitOffset::joined),
+            None => layout.offset_affine(&self.lift_coord(coord)?, 1),
+        }
+    }
+
     /// What a runtime coordinate in `mode` moves the offset by a multiple of: the gcd of its
     /// strides (the author's promise for a runtime one).
     pub(crate) fn mode_align(&self, mode: &Layout<En::Int>) -> i64 {
@@ -201,9 +214,9 @@ impl<E, En: Engine> Tensor<E, En> {
     /// multiple of (0: none).
     pub(crate) fn element_offset(
         &self,
-        coord: &IntTuple<En::Int>,
+        coord: &IntTuple<Val<u32>>,
     ) -> Result<(Affine<En::Int>, i64), LayoutError> {
-        let at = self.layout.offset_affine(coord, 1)?;
+        let at = self.offset_in(&self.layout, coord)?;
         let layout_align = if at.dynamic.is_some() {
             self.mode_align(&self.layout)
         } else {
@@ -226,7 +239,7 @@ impl<E, En: Engine> Tensor<E, En> {
         let result = (|| {
             let all = modes(&self.layout);
             let m = self.layout.mode(mode)?;
-            let at = m.offset_affine(&self.lift_coord(&coord)?, 1)?;
+            let at = self.offset_in(&m, &coord)?;
             let align = self.mode_align(&m);
             let rest = all
                 .into_iter()
@@ -246,10 +259,9 @@ impl<E, En: Engine> Tensor<E, En> {
     #[track_caller]
     pub fn domain_offset(&self, coord: impl IntoCoord) -> Self {
         let coord = coord.coord();
-        let result = self.lift_coord(&coord).and_then(|c| {
-            let at = self.layout.offset_affine(&c, 1)?;
-            Ok((at, self.layout.clone(), self.mode_align(&self.layout)))
-        });
+        let result = self
+            .offset_in(&self.layout, &coord)
+            .map(|at| (at, self.layout.clone(), self.mode_align(&self.layout)));
         self.rebased("domain_offset", result)
     }
 
@@ -272,7 +284,7 @@ impl<E, En: Engine> Tensor<E, En> {
                 let count = tile_count(m, t)?;
                 tiles.push(compose(m, &Layout::contiguous(t)?)?);
                 let rest = compose(m, &Layout::strided(count, t)?)?;
-                let at = rest.offset_affine(&self.lift_coord(&c)?, 1)?;
+                let at = self.offset_in(&rest, &c)?;
                 if at.dynamic.is_some() {
                     align = gcd(align, self.mode_align(&rest));
                 }
@@ -312,8 +324,7 @@ impl<E, En: Engine> Tensor<E, En> {
                 let (t, v) = (threads.mode(i)?.static_size(), vector[i]);
                 let count = tile_count(m, t * v)?;
                 let step = compose(m, &Layout::strided(t, v)?)?;
-                let at =
-                    step.offset_affine(&self.lift_coord(&IntTuple::Leaf(coords[i].clone()))?, 1)?;
+                let at = self.offset_in(&step, &IntTuple::Leaf(coords[i].clone()))?;
                 if at.dynamic.is_some() {
                     align = gcd(align, self.mode_align(&step));
                 }
@@ -437,11 +448,29 @@ impl<E, En: MemEngine> Tensor<E, En> {
     {
         let coord = coord.coord();
         let eb = E::ELEM.bytes() as i64;
-        match self
-            .lift_coord(&coord)
-            .and_then(|c| self.element_offset(&c))
-        {
-            Ok((offset, _)) => self.engine.address(offset.dynamic, offset.constant, eb),
+        let split = match En::Int::offset_of_u32(&self.layout, &coord) {
+            Some(split) => split,
+            None => self.offset_in(&self.layout, &coord).map(|at| SplitOffset {
+                wide: at.dynamic,
+                narrow: None,
+                constant: at.constant,
+            }),
+        };
+        match split {
+            Ok(at) => {
+                // The view's own runtime offset (a domain_offset's) comes first, so every
+                // element of one view shares that part of the address.
+                let mut wide = Affine {
+                    dynamic: self.offset.dynamic.clone(),
+                    constant: 0,
+                };
+                if let Some(d) = at.wide {
+                    wide.add_int(Int::Dynamic(d));
+                }
+                let constant = self.offset.constant + at.constant;
+                self.engine
+                    .address_split(wide.dynamic, at.narrow, constant, eb)
+            }
             Err(e) => {
                 trace_error(format!("element {coord} of the tensor {self:?}: {e}"));
                 let o = self.offset.clone();
@@ -536,10 +565,7 @@ impl Tensor<f32, Tmem> {
     #[track_caller]
     pub fn tmem_at(&self, coord: impl IntoCoord) -> TmemAddr {
         let coord = coord.coord();
-        match self
-            .lift_coord(&coord)
-            .and_then(|c| self.element_offset(&c))
-        {
+        match self.element_offset(&coord) {
             Ok((offset, _)) => self.engine.address(offset),
             Err(e) => {
                 trace_error(format!("cell {coord} of the tensor {self:?}: {e}"));
@@ -751,6 +777,37 @@ mod tests {
                 );
             }
         });
+    }
+
+    /// A thread index into nested modes of a global tensor is split in 32 bits (shifts and
+    /// masks), never with 64-bit div/rem.
+    #[test]
+    fn a_runtime_index_into_global_nested_modes_splits_in_32_bits() {
+        use crate::layout::{Int, IntTuple};
+        let kernel = trace_kernel("split", Target::Sm90a, || {
+            threads(128, 1, 1);
+            let p = <crate::trace::Tensor<u32, 2> as crate::trace::KernelParam>::declare("p");
+            let layout = Layout::new(
+                IntTuple::tuple([
+                    IntTuple::tuple([4i64.into(), 8i64.into(), Int::Dynamic(p.extent(0)).into()]),
+                    IntTuple::tuple([4i64.into(), 8i64.into()]),
+                ]),
+                IntTuple::tuple([
+                    IntTuple::tuple([1i64.into(), 4i64.into(), Int::Dynamic(p.stride(0)).into()]),
+                    IntTuple::tuple([32i64.into(), 128i64.into()]),
+                ]),
+            )
+            .unwrap();
+            let t = p.view_as(layout);
+            let tid = crate::arch::thread::thread_idx_x();
+            let v: crate::trace::Val<u32> = crate::arch::memory::load(t.at((tid, tid % 32)));
+            crate::arch::memory::store(t.at((tid, 0)), v);
+        })
+        .unwrap();
+        let ptx = crate::emit::ptx::emit(&kernel).unwrap().text;
+        for op in ["div.s64", "rem.s64", "div.u64", "rem.u64"] {
+            assert!(!ptx.contains(op), "{op} in\n{ptx}");
+        }
     }
 
     #[test]

@@ -684,6 +684,16 @@ impl DecodeArgs {
                  table with a row for every position the batch uses",
             ));
         }
+        if cos_sin[0] > u32::MAX as usize {
+            return Err(bad(
+                "cos_sin",
+                format!(
+                    "has {} rows: the kernel indexes rows with 32-bit positions, so at most {}",
+                    cos_sin[0],
+                    u32::MAX
+                ),
+            ));
+        }
         check_at_least("cos_sin", "stride[0]", self.cos_sin.strides[0], ROPE_DIM)?;
         check_align("cos_sin", "the base address", self.cos_sin.ptr, 16)?;
         check_align(

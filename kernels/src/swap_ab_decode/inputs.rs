@@ -17,7 +17,7 @@ use super::cache::{self, CHUNK_BYTES};
 use super::plan::{HeadGroup, Plan};
 use super::query::{self, CHUNK};
 use super::smem::Buffers;
-use super::{ExtraRecord, HEAD_DIM, ROPE_DIM, ROPE_START, THREADS, TILE};
+use super::{ExtraRecord, HEAD_DIM, ROPE_START, THREADS, TILE};
 
 /// One of the two slot lists and its paged cache.
 pub struct KvList {
@@ -243,17 +243,21 @@ pub struct Rope {
 pub fn load_rope(query: &QueryInputs, q: &QueryWords, position: Val<i64>, tid: Val<u32>) -> Rope {
     let applies = q.last_d >= ROPE_START as u32;
     let pair0 = (q.last_d.max(ROPE_START as u32) - ROPE_START as u32) / 2;
-    let cs_row = query.cos_sin.base() + position * query.cos_sin.stride(0) * 4i64;
-    let cosines = load_vec_if::<f32, 4, _>(cs_row + pair0 * 4, applies, 1.0f32, NC);
-    let sines = load_vec_if::<f32, 4, _>(
-        cs_row + (pair0 + ROPE_DIM as u32 / 2) * 4,
-        applies,
-        0.0f32,
-        NC,
-    );
+    // The clamped position is below the table's rows, which the host keeps within 32 bits.
+    let cs_row = query::cos_sin_device_view(&query.cos_sin)
+        .domain_offset(IntTuple::tuple([leaf(position.cast::<u32>()), leaf(0u32)]));
+    let pair = |half: u32| {
+        cs_row.at(IntTuple::tuple([
+            leaf(0u32),
+            IntTuple::tuple([leaf(pair0), leaf(half)]),
+        ]))
+    };
+    let cosines = load_vec_if::<f32, 4, _>(pair(0), applies, 1.0f32, NC);
+    let sines = load_vec_if::<f32, 4, _>(pair(1), applies, 0.0f32, NC);
     let piece = tid % 16;
     let loader = tid < 16;
-    let words = load_vec_if::<u32, 4, _>(cs_row + piece * 16, loader, 0u32, NC);
+    let at = cs_row.at(IntTuple::tuple([leaf(0u32), leaf(piece * 4)]));
+    let words = load_vec_if::<u32, 4, _>(at, loader, 0u32, NC);
     Rope {
         applies,
         cosines,

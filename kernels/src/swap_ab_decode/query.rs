@@ -79,6 +79,16 @@ pub fn host_cos_sin_layout(rows: usize, row_stride: usize) -> Layout {
     cos_sin_layout(int(rows), int(row_stride))
 }
 
+/// The kernel's cos_sin parameter (`[rows, 64]` f32, row stride `stride[0]`) through
+/// [`cos_sin_layout`].
+#[track_caller]
+pub fn cos_sin_device_view(cos_sin: &Tensor<f32, 2>) -> tensor::Tensor<f32, Global> {
+    cos_sin.view_as(cos_sin_layout(
+        Int::Dynamic(cos_sin.extent(0)),
+        Int::Dynamic(cos_sin.stride(0)),
+    ))
+}
+
 /// The strides of the rank-2 description `[rows, 64]` of cos_sin, read off `layout`.
 pub fn cos_sin_described_strides(layout: &Layout) -> [usize; 2] {
     let flat = flat_strides(layout);
