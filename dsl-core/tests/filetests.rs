@@ -19,9 +19,14 @@ fn bless() -> bool {
     std::env::var("KESTREL_BLESS").as_deref() == Ok("1")
 }
 
+/// The repository path of a filetest, for messages and the locations of its ops.
+fn shown(path: &std::path::Path) -> String {
+    let name = path.file_name().unwrap().to_string_lossy();
+    format!("dsl-core/filetests/{name}")
+}
+
 fn kernel_of(t: &Filetest) -> Result<dsl_core::ir::Kernel, String> {
-    let name = t.path.file_name().unwrap().to_string_lossy().into_owned();
-    let path = format!("dsl-core/filetests/{name}");
+    let path = shown(&t.path);
     parse_named(&t.kernel_text, &path).map_err(|e| format!("{path}:{e}"))
 }
 
@@ -46,7 +51,7 @@ fn filetests_match_their_expectations() {
         if parse(&print(&kernel)).as_ref() != Ok(&kernel) {
             failures.push(format!(
                 "{}: the kernel does not round-trip through the text form",
-                path.display()
+                shown(&path)
             ));
         }
         let got = expectations(&t.compile, t.interpret.as_ref(), &kernel);
@@ -55,12 +60,12 @@ fn filetests_match_their_expectations() {
         }
         if bless() {
             std::fs::write(&path, format!("{}{got}", t.head)).expect("writes the filetest");
-            eprintln!("blessed {}", path.display());
+            eprintln!("blessed {}", shown(&path));
         } else {
             failures.push(format!(
                 "{}: the output differs from the expectation (- expected, + got; KESTREL_BLESS=1 \
                  rewrites it):\n{}",
-                path.display(),
+                shown(&path),
                 diff(&t.expected, &got)
             ));
         }
@@ -108,14 +113,14 @@ fn expected_ptx_assembles() {
         for (target, text) in ptx_sections(&t.expected) {
             let target: Target = target
                 .parse()
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                .unwrap_or_else(|e| panic!("{}: {e}", shown(&path)));
             let module = PtxModule {
                 kernel: kernel.name.clone(),
                 target,
                 text,
             };
             if let Err(e) = ptxas::assemble_with(&ptxas_path, &module) {
-                failures.push(format!("{} ({target}): {e}", path.display()));
+                failures.push(format!("{} ({target}): {e}", shown(&path)));
             }
         }
     }

@@ -48,3 +48,6 @@ mod words;
 pub use kinds::OpKind;
 pub use parse::{ParseError, Pos, parse, parse_named};
 pub use print::print;
+
+#[cfg(test)]
+mod tests;

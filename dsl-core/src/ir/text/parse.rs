@@ -422,10 +422,17 @@ impl Parser {
             match t {
                 Some((ty, _)) => regs.push(*ty),
                 None => {
+                    let (pos, why) = match self.first_seen[i] {
+                        Some(pos) => (pos, "no line defines it"),
+                        None => (
+                            Pos { line: 1, col: 1 },
+                            "registers are numbered from %0 without gaps",
+                        ),
+                    };
                     return Err(ParseError::at(
-                        self.first_seen[i].unwrap_or_default(),
+                        pos,
                         format!(
-                            "%{i} has no type: no line defines it; declare it in the header with `reg %{i}: TYPE`"
+                            "%{i} has no type: {why}; declare it in the header with `reg %{i}: TYPE`"
                         ),
                     ));
                 }
