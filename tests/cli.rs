@@ -89,7 +89,7 @@ fn bad_keys_show_the_expected_form() {
         "h24_nk64_ne0_fp8_p64x64_sm100a",
         "h16_nk64_ne0_fp8_p64x64_sm80",
     ] {
-        for cmd in ["ptx", "ptxas", "smem", "run"] {
+        for cmd in ["ptx", "ir", "ptxas", "smem", "run"] {
             let err = fails(&[cmd, bad], 2);
             assert!(
                 err.contains("h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>"),
@@ -127,6 +127,28 @@ fn ptx_prints_the_module() {
 
     let err = fails(&["ptx", SM100, "-o", "/nonexistent-dir/x.ptx"], 1);
     assert!(err.contains("could not write the PTX"), "{err}");
+}
+
+#[test]
+fn ir_prints_the_text_form() {
+    let ir = ok(&["ir", SM100]);
+    assert!(
+        ir.starts_with("kernel swap_ab_decode\ntarget sm_100a\n"),
+        "{}",
+        &ir[..200.min(ir.len())]
+    );
+    assert!(ir.contains("tcgen05.mma ["));
+    let parsed = kestrel::core::ir::text::parse(&ir).expect("the printed IR parses");
+    assert_eq!(kestrel::core::ir::text::print(&parsed), ir);
+
+    let debug = ok(&["ir", SM90, "--debug"]);
+    assert!(debug.starts_with("kernel swap_ab_decode_debug\ntarget sm_90a\n"));
+    assert!(debug.contains("wgmma.mma_async"));
+
+    let file = scratch("sm100.kir");
+    let _ = std::fs::remove_file(&file);
+    assert!(ok(&["ir", SM100, "-o", file.to_str().unwrap()]).is_empty());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), ir);
 }
 
 #[test]

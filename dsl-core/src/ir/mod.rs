@@ -36,6 +36,7 @@ pub mod mbarrier;
 pub mod memory;
 pub mod sync;
 pub mod tcgen05;
+pub mod text;
 pub mod verify;
 pub mod wgmma;
 

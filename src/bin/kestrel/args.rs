@@ -28,6 +28,8 @@ pub enum Command {
     Keys(KeysArgs),
     /// Print the PTX of the decode kernel (or of its debug entry point).
     Ptx(PtxArgs),
+    /// Print the traced IR in its text form (the form `dsl-core/filetests/` are written in).
+    Ir(IrArgs),
     /// Assemble the PTX with ptxas and print registers, spills, stack and shared memory.
     Ptxas(PtxasArgs),
     /// Print the shared-memory map: each buffer's offset, size, alignment and layout.
@@ -63,6 +65,19 @@ pub struct PtxArgs {
     #[arg(long)]
     pub debug: bool,
     /// Write the PTX to this file instead of standard output.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct IrArgs {
+    /// The compile key, e.g. h16_nk128_ne512_fp8_p64x64_sm100a.
+    #[arg(value_parser = parse_key)]
+    pub key: CompileKey,
+    /// The debug entry point (`swap_ab_decode_debug`).
+    #[arg(long)]
+    pub debug: bool,
+    /// Write the text form to this file instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

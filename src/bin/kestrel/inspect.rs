@@ -1,7 +1,8 @@
-//! The commands that look at the traced kernel without running it: `keys`, `ptx`, `ptxas`
-//! and `smem`.
+//! The commands that look at the traced kernel without running it: `keys`, `ptx`, `ir`,
+//! `ptxas` and `smem`.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use kestrel::core::Target;
 use kestrel::core::emit::ptx::{PtxModule, emit};
@@ -10,7 +11,7 @@ use kestrel::core::ir::Kernel;
 use kestrel::core::ptxas::{self, PtxasError};
 use kestrel::kernels::swap_ab_decode::{CompileKey, snapshot_keys, trace_entry};
 
-use crate::args::{KeysArgs, PtxArgs, PtxasArgs, ResourcesArgs, SmemArgs};
+use crate::args::{IrArgs, KeysArgs, PtxArgs, PtxasArgs, ResourcesArgs, SmemArgs};
 use crate::failure::{Failure, Outcome};
 use crate::output::{out, outln};
 
@@ -49,23 +50,38 @@ pub fn keys(args: &KeysArgs) -> Outcome {
 pub fn ptx(args: &PtxArgs) -> Outcome {
     let kernel = trace(&args.key, args.debug)?;
     let module = emit_ptx(&args.key, &kernel)?;
-    match &args.output {
+    write_text(
+        "the PTX",
+        &module.kernel,
+        &module.text,
+        args.output.as_deref(),
+    )
+}
+
+pub fn ir(args: &IrArgs) -> Outcome {
+    let kernel = trace(&args.key, args.debug)?;
+    let text = kestrel::core::ir::text::print(&kernel);
+    write_text("the IR", &kernel.name, &text, args.output.as_deref())
+}
+
+/// Prints `text` (what `kernel` is, as `what` says) to standard output or to `output`.
+fn write_text(what: &str, kernel: &str, text: &str, output: Option<&Path>) -> Outcome {
+    match output {
         Some(path) => {
-            std::fs::write(path, &module.text).map_err(|e| {
+            std::fs::write(path, text).map_err(|e| {
                 Failure::failed(format!(
-                    "could not write the PTX to {}: {e}; check that the directory exists and \
+                    "could not write {what} to {}: {e}; check that the directory exists and \
                      is writable",
                     path.display()
                 ))
             })?;
             eprintln!(
-                "wrote {} ({} lines) to {}",
-                module.kernel,
-                module.text.lines().count(),
+                "wrote {kernel} ({} lines) to {}",
+                text.lines().count(),
                 path.display()
             );
         }
-        None => out!("{}", module.text),
+        None => out!("{text}"),
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! `kestrel`: inspect the SwapAB decode kernel for one compile key — its PTX, what ptxas
+//! `kestrel`: inspect the SwapAB decode kernel for one compile key — its PTX, its IR, what ptxas
 //! makes of it, its shared-memory map, and a run in the CPU interpreter with a numerics
 //! report, a per-thread instruction trace and snapshots of shared or tensor memory.
 //!
@@ -24,6 +24,7 @@ fn main() -> ExitCode {
     let result = failure::without_panics(|| match cli.command {
         Command::Keys(a) => inspect::keys(&a),
         Command::Ptx(a) => inspect::ptx(&a),
+        Command::Ir(a) => inspect::ir(&a),
         Command::Ptxas(a) => inspect::ptxas(&a),
         Command::Smem(a) => inspect::smem(&a),
         Command::Run(a) => run::run(&a),
