@@ -189,10 +189,10 @@ fn each_bad_argument_has_its_own_message() {
             }),
         ),
         (
-            "KV tiles per token",
+            "a token needs a KV tile",
             error(|a| {
-                a.extra_idx.shape[1] = 2048;
-                a.extra_idx.strides[0] = 2048;
+                a.swa_idx.shape[1] = 0;
+                a.extra_idx.shape[1] = 0;
             }),
         ),
         (
