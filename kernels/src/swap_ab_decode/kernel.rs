@@ -15,6 +15,7 @@
 //! This file holds the entry points and the setup both share.
 
 use dsl_core::arch::pdl::grid_dependency_wait;
+use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{block_idx_y, lane_id, thread_idx_x, warp_id};
 use dsl_core::ir::Kernel;
 use dsl_core::trace::{
@@ -26,9 +27,10 @@ use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
 use super::merge::EpilogueTensors;
-use super::mma::MmaSetup;
+use super::mma::{Mma, MmaSetup, Outputs, TileRows};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
+use super::softmax::{column_sums, softmax_to_p};
 use super::{CompileKey, ExtraRecord, Schedule, THREADS, split, stream};
 
 /// The decode kernel for `key`. Its runtime parameters are the tensors of the decode call
@@ -169,6 +171,34 @@ impl Ctx<'_> {
             precast,
         }
     }
+}
+
+/// Stages 3-5 of one tile, the same in both schedules: S = KV . Q^T, the softmax down each
+/// head's column into P = hi + lo, O^T = V^T . P^T over the tile's `rows` and the column
+/// sums, up to the barrier after which the tile's statistics can be read. `parity` is the
+/// tile's mbarrier phase (sm_100a).
+#[device]
+pub(super) fn attend_tile<'m>(
+    ctx: &Ctx<'_>,
+    mma: &'m Mma,
+    parity: Val<u32>,
+    rows: TileRows,
+) -> Outputs<'m> {
+    let (plan, buf, warp, lane) = (ctx.plan, ctx.buf, ctx.warp, ctx.lane);
+    stage("3: S[128, H] = KV . Q^T");
+    mma.scores(buf, warp);
+
+    stage("4: softmax down each head's column; P = hi + lo");
+    let scores = mma.load_scores(plan, warp, lane, parity);
+    let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
+    fence_proxy_async_shared();
+    sync_threads();
+
+    stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
+    let outputs = mma.outputs(plan, buf, warp, rows);
+    column_sums(plan, buf, &probs, warp, lane);
+    sync_threads();
+    outputs
 }
 
 /// The kernel body: the checks and setup both schedules share, then the key's schedule.

@@ -29,7 +29,8 @@ pub struct Buffers {
     pub cos_sin: SmemTile,
 }
 
-fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
+/// An unswizzled row-major layout of `shape` elements of `elem_bytes` bytes.
+pub(super) fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
     let extents: Vec<Int> = shape.iter().map(|&e| Int::Static(e)).collect();
     let layout = Layout::row_major(&extents);
     ComposedLayout::new(Swizzle::NONE, 0, layout, elem_bytes)

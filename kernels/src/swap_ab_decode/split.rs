@@ -29,16 +29,16 @@ use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::Ctx;
+use super::kernel::{Ctx, attend_tile};
 use super::merge::{gather_stats, merge_and_store, pull_partials};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
-use super::softmax::{column_sums, softmax_to_p, write_stats};
+use super::softmax::write_stats;
 use super::{SWA_ROWS, TILE};
 
 /// Stages 1 to 10 of a CTA's one tile.
 #[device]
 pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
-    let (plan, buf, tid, warp, lane) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp, ctx.lane);
+    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
     let rank = cluster_cta_rank();
     let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
 
@@ -67,19 +67,7 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let parity = Val::<u32>::constant(0);
 
     if tile_live {
-        stage("3: S[128, H] = KV . Q^T");
-        mma.scores(buf, warp);
-
-        stage("4: softmax down each head's column; P = hi + lo");
-        let scores = mma.load_scores(plan, warp, lane, parity);
-        let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
-        fence_proxy_async_shared();
-        sync_threads();
-
-        stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
-        let outputs = mma.outputs(plan, buf, warp, TileRows::ByRank(rank));
-        column_sums(plan, buf, &probs, warp, lane);
-        sync_threads();
+        let outputs = attend_tile(ctx, &mma, parity, TileRows::ByRank(rank));
         write_stats(plan, buf, tid, rank);
 
         stage("6: O = hi + lo -> fp32 partial [H, 512] over the KV tile");

@@ -31,7 +31,6 @@
 
 use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
-use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
@@ -40,16 +39,18 @@ use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
     store_cos_sin, store_query, store_tile,
 };
-use super::kernel::Ctx;
+use super::kernel::{Ctx, attend_tile};
 use super::merge::{merge_and_store, pull_partials};
 use super::mma::{Mma, MmaSetup, PartialUpdate, TileRows};
-use super::softmax::{column_sums, reset_running, softmax_to_p, update_running};
+use super::smem::plain;
+use super::softmax::{reset_running, update_running};
 
 /// Stages 1 to 10 of a token's CTA.
 #[device]
 pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
     let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
-    let rescale = smem_tile("rescale", rescale_layout(plan.heads));
+    // Each head's alpha (row 0) and beta (row 1) of the current tile.
+    let rescale = smem_tile("rescale", plain(&[2, i64::from(plan.heads)], 4));
 
     stage("1: Q RoPE, cos/sin, the lists' lengths; empty running statistics and partial");
     let position = load_position(&ctx.query);
@@ -90,12 +91,6 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     mma.release(warp);
 }
 
-/// `[2, H]` f32: each head's alpha (row 0) and beta (row 1) of the current tile.
-fn rescale_layout(heads: u32) -> ComposedLayout {
-    let layout = Layout::row_major(&[Int::Static(2), Int::Static(i64::from(heads))]);
-    ComposedLayout::new(Swizzle::NONE, 0, layout, 4).expect("an unswizzled layout composes")
-}
-
 /// Streams the tiles of `list` whose first row is below `limit`; `done` counts the tiles
 /// already streamed (their mbarrier phases), and the count after these is returned.
 #[device]
@@ -107,7 +102,7 @@ fn stream_list(
     limit: Val<i32>,
     done: Val<u32>,
 ) -> Val<u32> {
-    let (plan, buf, tid, warp, lane) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp, ctx.lane);
+    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
     let rows = TILE as u32;
     let map = RowMap::new(tid, rows);
 
@@ -130,19 +125,7 @@ fn stream_list(
         sync_threads();
         let parity = done & 1u32;
 
-        stage("3: S[128, H] = KV . Q^T");
-        mma.scores(buf, warp);
-
-        stage("4: softmax down each head's column; P = hi + lo");
-        let scores = mma.load_scores(plan, warp, lane, parity);
-        let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
-        fence_proxy_async_shared();
-        sync_threads();
-
-        stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
-        let outputs = mma.outputs(plan, buf, warp, TileRows::All);
-        column_sums(plan, buf, &probs, warp, lane);
-        sync_threads();
+        let outputs = attend_tile(ctx, mma, parity, TileRows::All);
 
         stage("6: running statistics; partial = partial * alpha + (hi + lo) * beta");
         update_running(plan, buf, rescale, tid);
