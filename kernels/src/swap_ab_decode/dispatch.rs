@@ -40,6 +40,25 @@ impl std::fmt::Display for LayerShape {
 /// The key of a call of `tokens` query tokens with these shapes on `target`, validated:
 /// the schedule of [`Schedule::for_tokens`], or the streamed one where a split cluster
 /// cannot hold the token's tiles.
+///
+/// ```
+/// use dsl_core::Target;
+/// use kernels::swap_ab_decode::{LayerShape, Schedule, dispatch, warmup_keys};
+///
+/// let shape = LayerShape {
+///     heads: 16,
+///     swa_width: 128,
+///     extra_width: 512,
+///     extra_record_bytes: 528,
+///     swa_page: 64,
+///     extra_page: 16,
+/// };
+/// let one = dispatch(&shape, 1, Target::Sm90a)?;
+/// let many = dispatch(&shape, 512, Target::Sm90a)?;
+/// assert_eq!((one.schedule, many.schedule), (Schedule::Split, Schedule::Streamed));
+/// assert_eq!(warmup_keys(&shape, Target::Sm90a)?, vec![one, many]);
+/// # Ok::<(), kernels::swap_ab_decode::KeyError>(())
+/// ```
 pub fn dispatch(shape: &LayerShape, tokens: usize, target: Target) -> Result<CompileKey, KeyError> {
     let key = CompileKey {
         heads: shape.heads,

@@ -68,6 +68,13 @@ impl Schedule {
     /// [`STREAMED_FROM_TOKENS`], split below. On the H200 (`examples/bench_decode.rs`, both
     /// schedules in one run) split was faster at 1 and 32 tokens and streamed at 128 and 512
     /// for every head count, list width and record format of the benchmark.
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::{STREAMED_FROM_TOKENS, Schedule};
+    ///
+    /// assert_eq!(Schedule::for_tokens(1), Schedule::Split);
+    /// assert_eq!(Schedule::for_tokens(STREAMED_FROM_TOKENS), Schedule::Streamed);
+    /// ```
     pub fn for_tokens(tokens: usize) -> Schedule {
         if tokens >= STREAMED_FROM_TOKENS {
             Schedule::Streamed
