@@ -208,17 +208,24 @@ pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Val<i32>) -> Gath
         let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(map.per_row * k)]));
         kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
     }
-    let scales = |chunk: u32| {
-        let at = record.at(IntTuple::tuple([
-            leaf(0u32),
-            record_chunk(row_chunks + chunk),
-        ]));
-        load_vec_if::<u32, 4, _>(at, valid, 0u32, NC)
+    let scale_words = if list.is_fp4() {
+        // Chunk c = part + per_row k (32 dims) takes scale bytes 2c and 2c + 1: the word
+        // at byte 4 (c / 2) of the scales, one a chunk (not all 32 bytes: registers).
+        (0..row_chunks / map.per_row)
+            .map(|k| {
+                let byte = (map.part / 2) * 4 + 2 * map.per_row * k;
+                let at = record.at(IntTuple::tuple([
+                    leaf(0u32),
+                    IntTuple::tuple([leaf(byte % 16), leaf(row_chunks + byte / 16)]),
+                ]));
+                let [word] = load_vec_if::<u32, 1, _>(at, valid, 0u32, NC);
+                word
+            })
+            .collect()
+    } else {
+        let at = record.at(IntTuple::tuple([leaf(0u32), record_chunk(row_chunks)]));
+        load_vec_if::<u32, 4, _>(at, valid, 0u32, NC).to_vec()
     };
-    let mut scale_words = scales(0).to_vec();
-    if list.is_fp4() {
-        scale_words.extend(scales(1));
-    }
     Gathered {
         valid,
         kv_words,
@@ -307,15 +314,9 @@ pub fn store_tile(buf: &Buffers, list: &KvList, map: &RowMap, tile: &Gathered, t
         let dims_per_chunk = if list.is_fp4() { 32 } else { 16 };
         let shift_dims = (per_row * k as u32 * dims_per_chunk) as i64;
         if list.is_fp4() {
-            // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2c, 2c + 1 of
-            // the record's 32 scale bytes: word c / 2, bytes 2 (c % 2) and 2 (c % 2) + 1.
-            let first_word = (per_row / 2) * k as u32;
-            let mut scale_word = tile.scale_words[first_word as usize];
-            for extra in 1..per_row / 2 {
-                let pick = (part / 2) == extra;
-                scale_word =
-                    pick.select(tile.scale_words[(first_word + extra) as usize], scale_word);
-            }
+            // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2 (c % 2) and
+            // 2 (c % 2) + 1 of the chunk's scale word (c % 2 = part % 2: per_row is even).
+            let scale_word = tile.scale_words[k];
             let shift = (part % 2) * 16;
             let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
             let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);

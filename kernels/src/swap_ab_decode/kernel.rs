@@ -27,10 +27,10 @@ use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
 use super::merge::EpilogueTensors;
-use super::mma::{Mma, MmaSetup, Outputs, TileRows};
+use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
-use super::softmax::{column_sums, softmax_to_p};
+use super::softmax::{Reference, column_sums, softmax_to_p};
 use super::{CompileKey, ExtraRecord, Schedule, THREADS, split, stream};
 
 /// The decode kernel for `key`. Its runtime parameters are the tensors of the decode call
@@ -173,32 +173,43 @@ impl Ctx<'_> {
     }
 }
 
-/// Stages 3-5 of one tile, the same in both schedules: S = KV . Q^T, the softmax down each
-/// head's column into P = hi + lo, O^T = V^T . P^T over the tile's `rows` and the column
-/// sums, up to the barrier after which the tile's statistics can be read. `parity` is the
-/// tile's mbarrier phase (sm_100a).
+/// Stages 3-4 of one tile, the same in both schedules: S = KV . Q^T and the softmax down
+/// each head's column (against `reference`) into P = hi + lo, up to the barrier after which
+/// the O MMA may read P. `parity` is the tile's mbarrier phase (sm_100a). Returns this
+/// thread's probabilities for [`sum_columns`].
 #[device]
-pub(super) fn attend_tile<'m>(
+pub(super) fn score_tile(
     ctx: &Ctx<'_>,
-    mma: &'m Mma,
+    mma: &Mma,
     parity: Val<u32>,
-    rows: TileRows,
-) -> Outputs<'m> {
+    reference: Reference<'_>,
+) -> Vec<Val<f32>> {
     let (plan, buf, warp, lane) = (ctx.plan, ctx.buf, ctx.warp, ctx.lane);
     stage("3: S[128, H] = KV . Q^T");
     mma.scores(buf, warp);
 
     stage("4: softmax down each head's column; P = hi + lo");
     let scores = mma.load_scores(plan, warp, lane, parity);
-    let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, warp, lane);
+    let probs = softmax_to_p(
+        plan,
+        buf,
+        scores,
+        ctx.params.scale_log2,
+        warp,
+        lane,
+        reference,
+    );
     fence_proxy_async_shared();
     sync_threads();
+    probs
+}
 
-    stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
-    let outputs = mma.outputs(plan, buf, warp, rows);
-    column_sums(plan, buf, &probs, warp, lane);
+/// Stage 5's second half, beside the O MMA the schedule has issued: each head's column sum
+/// of `probs`, up to the barrier after which the tile's statistics can be read.
+#[device]
+pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
+    column_sums(ctx.plan, ctx.buf, probs, ctx.warp, ctx.lane);
     sync_threads();
-    outputs
 }
 
 /// The kernel body: the checks and setup both schedules share, then the key's schedule.

@@ -31,9 +31,10 @@ use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::{elect_one, thread_idx_x};
-use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Major};
+use dsl_core::ir::Reg;
+use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Major, Swizzle};
 use dsl_core::tensor::{Regs, Shared, Tcgen05Tiled, Tensor, Tmem, WgmmaTiled};
-use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_tile, trace_error};
+use dsl_core::trace::{Carry, SmemTile, Val, smem_alloc, smem_tile, trace_error};
 use dsl_macros::device;
 use half::bf16;
 
@@ -217,8 +218,9 @@ pub enum TileRows {
 pub enum PartialUpdate<'a> {
     /// The tile is the CTA's only one: store it.
     Store,
-    /// Accumulate over the token's tiles: partial = partial * alpha + O * beta, with
-    /// `rescale` `[2, H]` f32 holding each head's alpha (row 0) and beta (row 1).
+    /// Accumulate over the token's tiles: partial = partial * alpha + O, with `rescale`
+    /// `[2, H]` f32 holding each head's alpha in row 0 (the tile's probabilities are taken
+    /// against the running max, [`super::softmax::Reference::RunningMax`]).
     Rescale(&'a SmemTile),
 }
 
@@ -241,28 +243,134 @@ impl Outputs<'_> {
         parity: Val<u32>,
         update: PartialUpdate<'_>,
     ) {
-        let partial = partial_as_outputs_tile(plan, buf);
-        let tid = thread_idx_x();
         match self {
-            Outputs::InTensorMemory(stage) => {
-                stage.barriers.o_done.wait(parity);
-                tcgen05::fence_after_thread_sync();
-                let o = stage.outputs_mma.load_c(&stage.outputs, warp);
-                let head_of = |i| stage.outputs_mma.coord_c(tid, i).1 % plan.heads;
-                let dst = stage.outputs_mma.partition_c(&partial, tid);
-                store_summed(&dst, &o, update, head_of);
-                tcgen05::fence_before_thread_sync();
-            }
+            Outputs::InTensorMemory(stage) => stage.store_partial(plan, buf, warp, parity, update),
             Outputs::InRegisters(stage, acc) => {
-                wgmma::wait_group(0);
-                // Every warpgroup's MMAs have read the KV tile before anyone overwrites it.
-                sync_threads();
-                let thr = stage.outputs_mma.thread(tid);
-                let head_of = |i| thr.coord_c(i).1 % plan.heads;
-                store_summed(&thr.partition_c(&partial), &acc, update, head_of);
+                wait_for_outputs();
+                stage.store_partial(plan, buf, &acc, update);
             }
         }
     }
+}
+
+/// O^T summed over a token's tiles (streamed schedule). Each tile's probabilities are
+/// taken against the running max, so the sum so far takes the tile's alpha and the tile's
+/// O^T adds to it unscaled.
+#[derive(Clone)]
+pub enum RunningOutputs<'a> {
+    /// sm_90a: the fragment stays in registers across the tiles and the MMA accumulates
+    /// into it, so the partial is written once, after the last tile (over the KV tile).
+    InRegisters(&'a WgmmaStage, Tensor<f32, Regs>),
+    /// sm_100a: each tile's O^T lands in tensor memory, and stage 6 folds it into the
+    /// partial in its own shared-memory buffer.
+    InSharedMemory(&'a Tcgen05Stage),
+}
+
+impl Carry for RunningOutputs<'_> {
+    fn regs(&self, out: &mut Vec<Reg>) {
+        if let RunningOutputs::InRegisters(_, acc) = self {
+            Carry::regs(acc, out);
+        }
+    }
+
+    fn rebuild(&self, regs: &mut dyn Iterator<Item = Reg>) -> Self {
+        match self {
+            RunningOutputs::InRegisters(stage, acc) => {
+                RunningOutputs::InRegisters(stage, Carry::rebuild(acc, regs))
+            }
+            RunningOutputs::InSharedMemory(stage) => RunningOutputs::InSharedMemory(stage),
+        }
+    }
+
+    fn static_diff(&self, other: &Self) -> Option<String> {
+        match (self, other) {
+            (RunningOutputs::InRegisters(_, a), RunningOutputs::InRegisters(_, b)) => {
+                a.static_diff(b)
+            }
+            (RunningOutputs::InSharedMemory(_), RunningOutputs::InSharedMemory(_)) => None,
+            _ => Some("the running outputs changed where they live".into()),
+        }
+    }
+}
+
+impl Mma {
+    /// Stage 1 of the streamed schedule: an empty running O^T (a zeroed fragment on
+    /// sm_90a, a zeroed partial on sm_100a).
+    #[device]
+    pub fn running_outputs(&self, plan: &Plan, buf: &Buffers, tid: Val<u32>) -> RunningOutputs<'_> {
+        match self {
+            Mma::Wgmma(stage) => RunningOutputs::InRegisters(
+                stage,
+                stage.outputs_mma.thread(tid).partition_fragment_c(),
+            ),
+            Mma::Tcgen05(stage) => {
+                buf.zero_partial(plan, tid);
+                RunningOutputs::InSharedMemory(stage)
+            }
+        }
+    }
+}
+
+impl RunningOutputs<'_> {
+    /// Stage 5: issues O^T += V^T . [P_hi | P_lo]^T over the tile's 128 rows, on sm_90a
+    /// after scaling the running fragment by each head's alpha (`rescale` row 0).
+    #[device]
+    pub fn add_tile(self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rescale: &SmemTile) -> Self {
+        match self {
+            RunningOutputs::InRegisters(stage, acc) => {
+                let thr = stage.outputs_mma.thread(thread_idx_x());
+                let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
+                let acc = scaled(&acc, &alpha);
+                let (v_t, p) = value_operands(buf);
+                let v_t = thr.partition_a(&v_t, Major::MN);
+                let p = thr.partition_b(&p);
+                wgmma::fence();
+                thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, true);
+                wgmma::commit_group();
+                RunningOutputs::InRegisters(stage, acc)
+            }
+            RunningOutputs::InSharedMemory(stage) => {
+                stage.outputs(plan, buf, warp, TileRows::All);
+                self
+            }
+        }
+    }
+
+    /// Stage 6: the tile's MMA has read the KV tile (sm_90a), or its O^T is folded into
+    /// the partial as partial * alpha + O (sm_100a).
+    #[device]
+    pub fn fold_tile(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        warp: Val<u32>,
+        parity: Val<u32>,
+        rescale: &SmemTile,
+    ) {
+        match self {
+            RunningOutputs::InRegisters(..) => wait_for_outputs(),
+            RunningOutputs::InSharedMemory(stage) => {
+                stage.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale))
+            }
+        }
+    }
+
+    /// After the last tile: the partial `[H, 512]` holds O = hi + lo (sm_90a writes it
+    /// from the fragment; sm_100a has folded every tile already).
+    #[device]
+    pub fn finish(self, plan: &Plan, buf: &Buffers) {
+        if let RunningOutputs::InRegisters(stage, acc) = self {
+            stage.store_partial(plan, buf, &acc, PartialUpdate::Store);
+        }
+    }
+}
+
+/// sm_90a: waits for this thread's O MMAs, then for every warpgroup's, before anyone
+/// overwrites the KV tile they read.
+#[device]
+fn wait_for_outputs() {
+    wgmma::wait_group(0);
+    sync_threads();
 }
 
 impl Tcgen05Stage {
@@ -323,6 +431,27 @@ impl Tcgen05Stage {
             .local_tile(&[TILE as i64, i64::from(cols)], (0u32, warp >> 2u32));
         let s = self.scores_mma.load_c(&group, warp);
         (0..i64::from(cols)).map(|i| s.get(i)).collect()
+    }
+
+    /// Stage 6: waits for O^T and writes O = hi + lo to the partial.
+    #[device]
+    fn store_partial(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        warp: Val<u32>,
+        parity: Val<u32>,
+        update: PartialUpdate<'_>,
+    ) {
+        let partial = partial_as_outputs_tile(plan, buf);
+        let tid = thread_idx_x();
+        self.barriers.o_done.wait(parity);
+        tcgen05::fence_after_thread_sync();
+        let o = self.outputs_mma.load_c(&self.outputs, warp);
+        let head_of = |i| self.outputs_mma.coord_c(tid, i).1 % plan.heads;
+        let dst = self.outputs_mma.partition_c(&partial, tid);
+        store_summed(&dst, &o, update, head_of);
+        tcgen05::fence_before_thread_sync();
     }
 
     #[device]
@@ -436,6 +565,23 @@ impl WgmmaStage {
     }
 }
 
+impl WgmmaStage {
+    /// Stage 6 once the fragment is complete: O = hi + lo to the partial.
+    #[track_caller]
+    fn store_partial(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        acc: &Tensor<f32, Regs>,
+        update: PartialUpdate<'_>,
+    ) {
+        let partial = partial_as_outputs_tile(plan, buf);
+        let thr = self.outputs_mma.thread(thread_idx_x());
+        let head_of = |i| thr.coord_c(i).1 % plan.heads;
+        store_summed(&thr.partition_c(&partial), acc, update, head_of);
+    }
+}
+
 /// The operands of O^T = V^T . P^T: the KV tile transposed `[512, 128]` and P `[2H, 128]`.
 #[track_caller]
 fn value_operands(buf: &Buffers) -> (Tensor<bf16, Shared>, Tensor<bf16, Shared>) {
@@ -471,6 +617,59 @@ fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
         .tensor::<f32>()
 }
 
+/// Row 0 of `rescale` `[2, H]` (a factor per head) as O^T's C tile `[512 dims, (H, 2)]`:
+/// every dim and both the hi and lo column of a head see the head's factor.
+#[track_caller]
+fn head_factors_as_outputs_tile(plan: &Plan, rescale: &SmemTile) -> Tensor<f32, Shared> {
+    let heads = i64::from(plan.heads);
+    let layout = Layout::new(
+        IntTuple::tuple([
+            IntTuple::from(HEAD_DIM as i64),
+            IntTuple::tuple([IntTuple::from(heads), IntTuple::from(2)]),
+        ]),
+        IntTuple::tuple([
+            IntTuple::from(0),
+            IntTuple::tuple([IntTuple::from(1), IntTuple::from(0)]),
+        ]),
+    )
+    .and_then(|layout| ComposedLayout::new(Swizzle::NONE, 0, layout, 4));
+    rescale
+        .view(checked("head factors over O^T", layout))
+        .tensor::<f32>()
+}
+
+/// `acc` times `factors` (a partition of `acc`'s shape), elementwise: each distinct cell of
+/// `factors` is loaded once.
+#[track_caller]
+fn scaled(acc: &Tensor<f32, Regs>, factors: &Tensor<f32, Shared>) -> Tensor<f32, Regs> {
+    let (cells, registers) = match (cell_offsets(factors), acc.layout().to_static()) {
+        (Ok(cells), Ok(registers)) => (cells, registers),
+        (Err(e), _) | (_, Err(e)) => {
+            trace_error(format!("scaling a fragment by {factors:?}: {e}"));
+            return acc.clone();
+        }
+    };
+    let mut loaded: Vec<(i64, Val<f32>)> = Vec::new();
+    let mut values: Vec<Option<Val<f32>>> = vec![None; acc.regs().len()];
+    for (i, cell) in cells.into_iter().enumerate() {
+        let factor = match loaded.iter().find(|(c, _)| *c == cell) {
+            Some((_, f)) => *f,
+            None => {
+                let f: Val<f32> = load(factors.at(IntTuple::from(i as i64)));
+                loaded.push((cell, f));
+                f
+            }
+        };
+        let register = registers.offset_of_index(i as i64).unwrap_or_default();
+        values[register as usize] = Some(acc.get(i as i64) * factor);
+    }
+    let values: Vec<Val<f32>> = values
+        .into_iter()
+        .map(|v| v.expect("a fragment's layout covers every register"))
+        .collect();
+    Tensor::from_values(&values, acc.layout().clone())
+}
+
 /// Writes each cell of `dst` once, with the sum of the elements of `acc` (of `dst`'s
 /// shape) that land on it, in flat order: hi + lo where `dst` is a partition of
 /// [`partial_as_outputs_tile`]. `head_of(i)` is the head of `acc`'s element `i`, which
@@ -504,9 +703,8 @@ fn store_summed(
             PartialUpdate::Rescale(rescale) => {
                 let head = head_of(first);
                 let alpha: Val<f32> = load(rescale.at(0u32, head));
-                let beta: Val<f32> = load(rescale.at(1u32, head));
                 let old: Val<f32> = load(at);
-                store(at, sum.fma(beta, old * alpha));
+                store(at, old.fma(alpha, sum));
             }
         }
     }

@@ -11,8 +11,9 @@ use super::{ROPE_DIM, THREADS, TILE};
 pub struct Buffers {
     /// `[128, 512]` bf16 KV tile (K-major SW128).
     pub kv: SmemTile,
-    /// The fp32 partial `[H, 512]`: over the KV tile's bytes when a CTA has one tile
-    /// (split), its own buffer when it accumulates over the token's tiles (streamed).
+    /// The fp32 partial `[H, 512]`: over the KV tile's bytes when it is written after the
+    /// CTA's last tile (split; streamed on sm_90a), its own buffer when each tile folds
+    /// into it (streamed on sm_100a).
     pub partial: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
@@ -65,7 +66,9 @@ impl Buffers {
         let stats = smem_tile("stats", plain(&[2 * plan.cluster as i64, heads], 4));
         let cos_sin = smem_tile("cos_sin", plain(&[ROPE_DIM as i64], 4));
         let partial_layout = checked("partial", plan.partial_layout());
-        let partial = if plan.streamed() {
+        // sm_90a keeps the streamed running O^T in registers and writes it after the last
+        // tile, when the KV tile's bytes are free.
+        let partial = if plan.streamed() && plan.target() == dsl_core::Target::Sm100a {
             smem_tile("partial", partial_layout)
         } else {
             kv.view(partial_layout)

@@ -5,7 +5,7 @@ use dsl_core::arch::cvt::{bf16x2_to_f32x2, f32x2_to_bf16x2};
 use dsl_core::arch::memory::{load, load_vec, store, store_vec, store_vec_if};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::shfl_xor;
-use dsl_core::trace::{SmemTile, Val};
+use dsl_core::trace::{Pred, SmemTile, Val};
 use dsl_macros::device;
 
 use super::plan::Plan;
@@ -18,10 +18,25 @@ fn row_and_group(warp: Val<u32>, lane: Val<u32>) -> (Val<u32>, Val<u32>, Val<u32
     (quadrant, warp >> 2, quadrant * 32 + lane)
 }
 
+/// The max a tile's probabilities are taken against.
+#[derive(Clone, Copy)]
+pub enum Reference<'a> {
+    /// The tile's own column max: a CTA with one tile, whose (max, sum) the merge folds.
+    TileMax,
+    /// The running max M' = max(M, m) of the token's tiles so far and this one (online
+    /// softmax), so that a tile's O adds to the running partial unscaled. The column's
+    /// first softmax thread writes alpha = 2^(M - M') (row 0), the factor the running
+    /// partial and sum take, and M' (row 1) to `rescale` `[2, H]`; [`fold_running`] makes
+    /// M' the running max once every thread has read M.
+    RunningMax(&'a SmemTile),
+}
+
 /// From this thread's scores (row t, columns 4 .. of its group): the probabilities
-/// 2^(s * scale_log2 - column max) of valid rows (0 elsewhere), written to P as bf16 hi and
-/// lo halves. Returns the fp32 probabilities for the column sums.
+/// 2^(s * scale_log2 - max) of valid rows (0 elsewhere), the max taken per column as
+/// `reference` says, written to P as bf16 hi and lo halves. Returns the fp32 probabilities
+/// for the column sums.
 #[device]
+#[allow(clippy::too_many_arguments)]
 pub fn softmax_to_p(
     plan: &Plan,
     buf: &Buffers,
@@ -29,6 +44,7 @@ pub fn softmax_to_p(
     scale_log2: Val<f32>,
     warp: Val<u32>,
     lane: Val<u32>,
+    reference: Reference<'_>,
 ) -> Vec<Val<f32>> {
     let (quadrant, group, row) = row_and_group(warp, lane);
     let cols = plan.cols_per_thread;
@@ -62,6 +78,10 @@ pub fn softmax_to_p(
                 four[e] = four[e].max(theirs[e]);
             }
         }
+        if let Reference::RunningMax(rescale) = reference {
+            let first_of_column = writer & (quadrant == 0);
+            four = running_max(buf, rescale, first_col + 4 * k4, four, first_of_column);
+        }
         // A column with no valid row: keep exp() finite (every p is 0 anyway).
         column_max.extend(four.map(|m| (m == f32::NEG_INFINITY).select(0.0f32, m)));
     }
@@ -83,6 +103,26 @@ pub fn softmax_to_p(
     store_words(buf.p.at(first_col, row), &hi);
     store_words(buf.p.at(first_col + plan.heads, row), &lo);
     probs
+}
+
+/// Four consecutive columns' running max M' = max(M, `tile_max`), from the running
+/// statistics; the `writer` stores their alpha and M' to `rescale`.
+#[device]
+fn running_max(
+    buf: &Buffers,
+    rescale: &SmemTile,
+    first: Val<u32>,
+    tile_max: [Val<f32>; 4],
+    writer: Pred,
+) -> [Val<f32>; 4] {
+    let old = load_vec::<f32, 4, _>(buf.stat(0u32, 0, first));
+    let new: [Val<f32>; 4] = std::array::from_fn(|e| old[e].max(tile_max[e]));
+    // Equal maxima keep the partial as it is (also -inf = -inf before any valid row).
+    let alpha: [Val<f32>; 4] =
+        std::array::from_fn(|e| (new[e] == old[e]).select(1.0f32, (old[e] - new[e]).ex2()));
+    store_vec_if(rescale.at(0u32, first), alpha, writer);
+    store_vec_if(rescale.at(1u32, first), new, writer);
+    new
 }
 
 /// Stores 2 or 4 consecutive 32-bit words.
@@ -124,12 +164,23 @@ pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32
 #[device]
 fn tile_stats(buf: &Buffers, head: Val<u32>) -> (Val<f32>, Val<f32>) {
     let mut max = load::<f32, _>(buf.red_max.at(0u32, head));
-    let mut sum = load::<f32, _>(buf.red_sum.at(0u32, head));
     for quadrant in 1..4u32 {
         max = max.max(load::<f32, _>(buf.red_max.at(quadrant, head)));
+    }
+    (
+        (max == f32::NEG_INFINITY).select(0.0f32, max),
+        tile_sum(buf, head),
+    )
+}
+
+/// Head `head`'s sum of probabilities over the tile.
+#[device]
+fn tile_sum(buf: &Buffers, head: Val<u32>) -> Val<f32> {
+    let mut sum = load::<f32, _>(buf.red_sum.at(0u32, head));
+    for quadrant in 1..4u32 {
         sum += load::<f32, _>(buf.red_sum.at(quadrant, head));
     }
-    ((max == f32::NEG_INFINITY).select(0.0f32, max), sum)
+    sum
 }
 
 /// This CTA's statistics for the merge: per head the tile's max (0 when no row is valid)
@@ -153,24 +204,20 @@ pub fn reset_running(plan: &Plan, buf: &Buffers, tid: Val<u32>) {
     }
 }
 
-/// Folds the tile's statistics into the running ones (online softmax): per head the new
-/// max M' = max(M, m) over tiles with a valid row, the running sum rescaled, and the
-/// factors the partial takes, alpha = 2^(M - M') for what it holds and beta = 2^(m - M')
-/// for the tile's O, into `rescale` `[2, H]`. A tile without a valid row changes nothing.
+/// Folds the tile's statistics into the running ones (online softmax), once every thread
+/// has read the running max: per head the max becomes M' and the sum alpha S + s, with
+/// alpha and M' as [`Reference::RunningMax`] wrote them to `rescale`. A tile without a
+/// valid row changes nothing (alpha = 1, M' = M, s = 0).
 #[device]
-pub fn update_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, tid: Val<u32>) {
+pub fn fold_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, tid: Val<u32>) {
     if tid < plan.heads {
-        let (max, sum) = tile_stats(buf, tid);
-        let old_max: Val<f32> = load(buf.stat(0u32, 0, tid));
+        let sum = tile_sum(buf, tid);
         let old_sum: Val<f32> = load(buf.stat(0u32, 1, tid));
-        let counts = sum > 0.0f32;
-        let new_max = counts.select(old_max.max(max), old_max);
-        // Equal maxima keep the partial as it is (also -inf = -inf before any valid tile).
-        let alpha = (new_max == old_max).select(1.0f32, (old_max - new_max).ex2());
-        let beta = counts.select((max - new_max).ex2(), 0.0f32);
-        store(buf.stat(0u32, 0, tid), new_max);
-        store(buf.stat(0u32, 1, tid), sum.fma(beta, old_sum * alpha));
-        store(rescale.at(0u32, tid), alpha);
-        store(rescale.at(1u32, tid), beta);
+        let alpha: Val<f32> = load(rescale.at(0u32, tid));
+        store(
+            buf.stat(0u32, 0, tid),
+            load::<f32, _>(rescale.at(1u32, tid)),
+        );
+        store(buf.stat(0u32, 1, tid), old_sum.fma(alpha, sum));
     }
 }

@@ -29,10 +29,10 @@ use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::{Ctx, attend_tile};
+use super::kernel::{Ctx, score_tile, sum_columns};
 use super::merge::{gather_stats, merge_and_store, pull_partials};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
-use super::softmax::write_stats;
+use super::softmax::{Reference, write_stats};
 use super::{SWA_ROWS, TILE};
 
 /// Stages 1 to 10 of a CTA's one tile.
@@ -67,7 +67,10 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let parity = Val::<u32>::constant(0);
 
     if tile_live {
-        let outputs = attend_tile(ctx, &mma, parity, TileRows::ByRank(rank));
+        let probs = score_tile(ctx, &mma, parity, Reference::TileMax);
+        stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
+        let outputs = mma.outputs(plan, buf, warp, TileRows::ByRank(rank));
+        sum_columns(ctx, &probs);
         write_stats(plan, buf, tid, rank);
 
         stage("6: O = hi + lo -> fp32 partial [H, 512] over the KV tile");

@@ -39,11 +39,11 @@ use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
     store_cos_sin, store_query, store_tile,
 };
-use super::kernel::{Ctx, attend_tile};
+use super::kernel::{Ctx, score_tile, sum_columns};
 use super::merge::{merge_and_store, pull_partials};
-use super::mma::{Mma, MmaSetup, PartialUpdate, TileRows};
+use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::smem::plain;
-use super::softmax::{reset_running, update_running};
+use super::softmax::{Reference, fold_running, reset_running};
 
 /// Stages 1 to 10 of a token's CTA.
 #[device]
@@ -61,9 +61,9 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     store_query(buf, &q, &rope);
     store_cos_sin(buf, &rope);
     reset_running(plan, buf, tid);
-    buf.zero_partial(plan, tid);
     sync_threads();
     let mma = mma.after_sync(plan);
+    let mut running = mma.running_outputs(plan, buf, tid);
 
     let lists = [
         (&ctx.swa, swa_limit, plan.swa_tiles),
@@ -72,11 +72,12 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let mut done = Val::<u32>::constant(0);
     for (list, limit, tiles) in lists {
         if tiles > 0 {
-            done = stream_list(ctx, &mma, &rescale, list, limit, done);
+            (running, done) = stream_list(ctx, &mma, running, &rescale, list, limit, done);
         }
     }
 
     stage("7: the running partial and statistics are final");
+    running.finish(plan, buf);
     sync_threads();
     launch_dependents();
 
@@ -91,17 +92,19 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     mma.release(warp);
 }
 
-/// Streams the tiles of `list` whose first row is below `limit`; `done` counts the tiles
-/// already streamed (their mbarrier phases), and the count after these is returned.
+/// Streams the tiles of `list` whose first row is below `limit` into `running`; `done`
+/// counts the tiles already streamed (their mbarrier phases). Returns the running outputs
+/// and the count after these tiles.
 #[device]
-fn stream_list(
+fn stream_list<'m>(
     ctx: &Ctx<'_>,
-    mma: &Mma,
+    mma: &'m Mma,
+    running: RunningOutputs<'m>,
     rescale: &SmemTile,
     list: &KvList,
     limit: Val<i32>,
     done: Val<u32>,
-) -> Val<u32> {
+) -> (RunningOutputs<'m>, Val<u32>) {
     let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
     let rows = TILE as u32;
     let map = RowMap::new(tid, rows);
@@ -114,6 +117,7 @@ fn stream_list(
         &load_slot(list, ctx.token, &map, Val::constant(0)),
         limit,
     );
+    let mut running = running;
     let mut done = done;
     for t in dyn_range(0u32, live_tiles) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
@@ -125,13 +129,15 @@ fn stream_list(
         sync_threads();
         let parity = done & 1u32;
 
-        let outputs = attend_tile(ctx, mma, parity, TileRows::All);
+        let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
+        stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
+        running = running.add_tile(plan, buf, warp, rescale);
+        sum_columns(ctx, &probs);
 
-        stage("6: running statistics; partial = partial * alpha + (hi + lo) * beta");
-        update_running(plan, buf, rescale, tid);
-        sync_threads();
-        outputs.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale));
+        stage("6: running statistics; the tile's O^T is in the running outputs");
+        fold_running(plan, buf, rescale, tid);
+        running.fold_tile(plan, buf, warp, parity, rescale);
         done += 1u32;
     }
-    done
+    (running, done)
 }
