@@ -1,42 +1,152 @@
-//! GPU benchmark of the decode kernel: for heads {16, 32}, NK 128, NE {512, 1024}, fp8 and
-//! NVFP4 compressed records, s_q {1, 32, 128, 512}, the kernel's time (median of CUDA-event
-//! timings of single launches, clocks left alone), the KV bytes it reads per second, and in
-//! the same run the device's copy bandwidth, so every figure is also a ratio.
+//! GPU benchmark of the decode kernel, timed as serving runs it: for heads {16, 32}, NK 128,
+//! NE {512, 1024}, fp8 and NVFP4 compressed records and s_q {1, 32, 128, 512}, both
+//! schedules (`Schedule::Split` and `Schedule::Streamed`), the median, p10 and p90 of
+//! CUDA-graph replays of one launch, the KV bytes it reads per second, and in the same run
+//! the device's copy bandwidth, so every figure is also a ratio.
+//!
+//! Each timed replay is queued behind a short GPU spin (`kernels::basics::spin`, its step
+//! count calibrated at start-up to about 30 us at the fastest clock the calibration sees):
+//! while the spin runs, the host queues the start event, the replay and the end event, so
+//! the replay starts as soon as the spin ends and the events time the GPU's work, not the
+//! host's launch. Clocks are left alone.
 //!
 //! Every token reads its own KV rows (slot ids are distinct across the batch, as in a batch
-//! of different sequences), and small batches rotate over independent slot sets covering at
-//! least 256 MiB of cache, so the L2 cache (60 MB on an H200) does not serve repeated
-//! launches.
+//! of different sequences), and the replays rotate over independent slot sets, one graph
+//! each, covering at least 256 MiB of cache, so the L2 cache (60 MB on an H200) does not
+//! serve repeated replays. The query and output buffers are shared by the sets: they are
+//! small beside the KV.
+//!
+//! The 61-layer chain, for H=16 NE=512 fp8 and H=32 NE=512 NVFP4 (the layer shape of
+//! `serve_step`): one graph of 61 back-to-back launches of the schedule the host dispatches
+//! (`SwapAbDecode::launch`, each a PDL dependent of the one before), each layer on its own
+//! slot set as distinct layers read distinct KV, timed the same way and reported per layer
+//! (graph time / 61) in JSON lines of their own (`"chain_layers":61`). Where 61 sets are
+//! too few to cover the 256 MiB, graphs of further sets rotate.
 //!
 //! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick]
-//! [--only HEADS,NE,RECORD,S_Q]`; on the GPU machine through `scripts/bench-gpu.sh`, which
-//! adds the PyTorch baseline. `--only 16,512,fp8,512` runs one configuration (e.g. under
-//! `ncu`).
+//! [--only HEADS,NE,RECORD,S_Q] [--no-chain]`; on the GPU machine through
+//! `scripts/bench-gpu.sh`, which adds the PyTorch baseline. `--quick` times a few replays,
+//! `--only 16,512,fp8,512` runs one configuration (e.g. under `ncu`), `--no-chain` skips the
+//! chains.
 
+use std::fs::File;
 use std::io::Write;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use dsl_core::jit::{self, Device};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaEvent, CudaGraph, CudaSlice, CudaStream, DevicePtr};
+use dsl_core::jit::{self, Device, KernelArg, Launch, LoadedKernel, TensorArg};
 use half::bf16;
+use kernels::basics::spin;
 use kernels::swap_ab_decode::engine::DeviceProblem;
 use kernels::swap_ab_decode::{
-    CompileKey, DecodeProblem, DeviceTensor, ExtraRecord, OutputBuffers, OutputLayout, PagedCache,
-    QueryBuffer, Schedule, SlotList, SwapAbDecode,
+    CompileKey, DecodeArgs, DecodeProblem, DeviceTensor, ExtraRecord, OutputBuffers, OutputLayout,
+    PagedCache, QueryBuffer, Schedule, SlotList, SwapAbDecode,
 };
 
 const NK: usize = 128;
 const SWA_PAGE: usize = 64;
 const EXTRA_PAGE: usize = 16;
 const ROTATION_BYTES: usize = 256 << 20;
+/// The most slot sets one configuration's single launches rotate over.
+const MAX_SETS: usize = 512;
+/// Layers of the model (DeepSeek V4's 61), launches of one chain graph.
+const CHAIN_LAYERS: usize = 61;
+/// The layer shapes (heads, NE, record) timed as chains too.
+const CHAIN_SHAPES: [(usize, usize, ExtraRecord); 2] =
+    [(16, 512, ExtraRecord::Fp8), (32, 512, ExtraRecord::Nvfp4)];
+/// Untimed replays before the timed ones.
+const WARMUP: usize = 5;
+/// How long the spin ahead of a replay lasts: a few times the host's cost of queueing the
+/// events and a graph launch.
+const SPIN_US: f64 = 30.0;
+/// Spin steps of a calibration probe: hundreds of microseconds, so the probe's own launch
+/// is small beside it.
+const PROBE_STEPS: u32 = 1 << 16;
+/// How long the calibration spins before it times, for the clocks to rise from idle.
+const CLOCK_RAMP: Duration = Duration::from_millis(200);
 
-#[derive(Clone, Copy)]
+const USAGE: &str = "usage: bench_decode [--out results.jsonl] [--quick] \
+                     [--only HEADS,NE,RECORD,S_Q] [--no-chain]";
+
+#[derive(Clone, Copy, PartialEq)]
 struct Config {
     heads: usize,
     ne: usize,
     record: ExtraRecord,
     s_q: usize,
+}
+
+impl Config {
+    /// Every configuration, in the order they run.
+    fn all() -> Vec<Config> {
+        let mut all = Vec::new();
+        for heads in [16, 32] {
+            for ne in [512, 1024] {
+                for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
+                    for s_q in [1, 32, 128, 512] {
+                        all.push(Config {
+                            heads,
+                            ne,
+                            record,
+                            s_q,
+                        });
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// The name `--only` takes: `HEADS,NE,RECORD,S_Q`.
+    fn name(self) -> String {
+        let record = self.record.short_name();
+        format!("{},{},{record},{}", self.heads, self.ne, self.s_q)
+    }
+
+    fn chained(self) -> bool {
+        CHAIN_SHAPES.contains(&(self.heads, self.ne, self.record))
+    }
+}
+
+struct Options {
+    out: Option<String>,
+    quick: bool,
+    only: Option<String>,
+    chain: bool,
+    help: bool,
+}
+
+fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut options = Options {
+        out: None,
+        quick: false,
+        only: None,
+        chain: true,
+        help: false,
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--out" => options.out = Some(args.next().ok_or("--out needs a file name")?),
+            "--only" => {
+                let name = args.next().ok_or("--only needs HEADS,NE,RECORD,S_Q")?;
+                if !Config::all().iter().any(|c| c.name() == name) {
+                    return Err(format!(
+                        "--only {name}: no such configuration; give HEADS,NE,RECORD,S_Q with \
+                         heads 16 or 32, NE 512 or 1024, record fp8 or nvfp4 and s_q 1, 32, \
+                         128 or 512, e.g. 16,512,fp8,512"
+                    ));
+                }
+                options.only = Some(name);
+            }
+            "--quick" => options.quick = true,
+            "--no-chain" => options.chain = false,
+            "--help" | "-h" => options.help = true,
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(options)
 }
 
 /// xorshift64*: reproducible bytes without a dependency.
@@ -141,9 +251,42 @@ fn kv_bytes(cfg: Config) -> usize {
     cfg.s_q * (NK * 528 + cfg.ne * cfg.record.bytes())
 }
 
-fn median(mut v: Vec<f32>) -> f32 {
-    v.sort_by(f32::total_cmp);
-    v[v.len() / 2]
+/// Median, p10 and p90 of a sample, in the sample's unit.
+#[derive(Clone, Copy)]
+struct Spread {
+    median: f64,
+    p10: f64,
+    p90: f64,
+}
+
+impl Spread {
+    fn of(mut sample: Vec<f64>) -> Spread {
+        sample.sort_by(f64::total_cmp);
+        let at = |p: f64| sample[((sample.len() - 1) as f64 * p).round() as usize];
+        Spread {
+            median: at(0.5),
+            p10: at(0.1),
+            p90: at(0.9),
+        }
+    }
+
+    fn divided(self, by: f64) -> Spread {
+        Spread {
+            median: self.median / by,
+            p10: self.p10 / by,
+            p90: self.p90 / by,
+        }
+    }
+}
+
+fn event(stream: &CudaStream) -> CudaEvent {
+    stream
+        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .expect("record an event")
+}
+
+fn elapsed_us(start: &CudaEvent, end: &CudaEvent) -> f64 {
+    f64::from(start.elapsed_ms(end).expect("time two events")) * 1e3
 }
 
 /// Device-to-device copy bandwidth (bytes read + written per second) of 2 GiB copies.
@@ -153,52 +296,14 @@ fn copy_bandwidth(stream: &Arc<CudaStream>) -> f64 {
     let mut dst: CudaSlice<u8> = stream.alloc_zeros(n).expect("alloc");
     let mut times = Vec::new();
     for i in 0..12 {
-        let start = stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .unwrap();
+        let start = event(stream);
         stream.memcpy_dtod(&src, &mut dst).unwrap();
-        let end = stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .unwrap();
-        let ms = start.elapsed_ms(&end).unwrap();
+        let us = elapsed_us(&start, &event(stream));
         if i >= 2 {
-            times.push(ms);
+            times.push(us);
         }
     }
-    2.0 * n as f64 / (median(times) as f64 * 1e-3)
-}
-
-/// The median time of `launch` over the rotating calls, in microseconds (CUDA events around
-/// each launch, the first five left out).
-fn time_launches(
-    stream: &Arc<CudaStream>,
-    calls: &[kernels::swap_ab_decode::DecodeArgs],
-    quick: bool,
-    s_q: usize,
-    launch: impl Fn(&kernels::swap_ab_decode::DecodeArgs),
-) -> f64 {
-    let reps = if quick {
-        5
-    } else if s_q >= 128 {
-        40
-    } else {
-        100
-    };
-    let mut times = Vec::new();
-    for i in 0..reps + 5 {
-        let start = stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .unwrap();
-        launch(&calls[i % calls.len()]);
-        let end = stream
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .unwrap();
-        let ms = start.elapsed_ms(&end).unwrap();
-        if i >= 5 {
-            times.push(ms);
-        }
-    }
-    median(times) as f64 * 1e3
+    2.0 * n as f64 / (Spread::of(times).median * 1e-6)
 }
 
 fn upload_i32(stream: &Arc<CudaStream>, v: &[i32]) -> (CudaSlice<i32>, u64) {
@@ -207,101 +312,395 @@ fn upload_i32(stream: &Arc<CudaStream>, v: &[i32]) -> (CudaSlice<i32>, u64) {
     (s, p)
 }
 
+/// A configuration's inputs on the device: one call per slot set, all on one upload of the
+/// caches.
+struct Inputs {
+    calls: Vec<DecodeArgs>,
+    /// The buffers the calls address, kept alive with them.
+    _problem: DeviceProblem,
+    _ids: Vec<CudaSlice<i32>>,
+}
+
+impl Inputs {
+    fn upload(cfg: Config, sets: usize, stream: &Arc<CudaStream>, rng: &mut Rng) -> Inputs {
+        let (problem, lists) = problem(cfg, sets, rng);
+        let uploaded = DeviceProblem::upload(&problem, stream).expect("upload");
+        let mut ids = Vec::new();
+        let mut calls = Vec::new();
+        for (swa, extra) in &lists {
+            let (a, pa) = upload_i32(stream, &swa.ids);
+            let (b, pb) = upload_i32(stream, &extra.ids);
+            ids.extend([a, b]);
+            let mut args = uploaded.args.clone();
+            args.swa_idx = DeviceTensor::contiguous::<i32>(pa, &[cfg.s_q, NK]);
+            args.extra_idx = DeviceTensor::contiguous::<i32>(pb, &[cfg.s_q, cfg.ne]);
+            calls.push(args);
+        }
+        Inputs {
+            calls,
+            _problem: uploaded,
+            _ids: ids,
+        }
+    }
+}
+
+/// The GPU spin queued ahead of each timed replay, with the step count that makes it
+/// about `SPIN_US` long.
+struct Spin {
+    kernel: Arc<LoadedKernel>,
+    /// Where the spin stores its result, kept alive for the launches that address it.
+    _out: CudaSlice<u32>,
+    out_ptr: u64,
+    steps: u32,
+}
+
+impl Spin {
+    /// The spin on `device`, its steps calibrated on the fastest of a few probes once the
+    /// clocks have had time to rise: at lower clocks it only lasts longer.
+    fn calibrated(device: &Device, stream: &Arc<CudaStream>) -> Spin {
+        let target = device.target().expect("a device with a kestrel target");
+        let kernel = device
+            .kernel("spin", "", target, || spin::spin(target))
+            .expect("load the spin kernel");
+        let out = stream.alloc_zeros::<u32>(1).expect("alloc");
+        let out_ptr = out.device_ptr(stream).0;
+        let mut spin = Spin {
+            kernel,
+            _out: out,
+            out_ptr,
+            steps: PROBE_STEPS,
+        };
+        let ramp = Instant::now();
+        while ramp.elapsed() < CLOCK_RAMP {
+            spin.enqueue(stream);
+            stream.synchronize().expect("synchronize");
+        }
+        let fastest = (0..20)
+            .map(|_| {
+                let start = event(stream);
+                spin.enqueue(stream);
+                elapsed_us(&start, &event(stream))
+            })
+            .fold(f64::INFINITY, f64::min);
+        spin.steps = (f64::from(PROBE_STEPS) * SPIN_US / fastest).ceil() as u32;
+        spin
+    }
+
+    fn enqueue(&self, stream: &CudaStream) {
+        let args = [
+            KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(self.out_ptr, [1])),
+            KernelArg::U32(self.steps),
+        ];
+        // SAFETY: the spin writes the one u32 of `_out`, which lives as long as `self`.
+        unsafe { self.kernel.launch(stream, Launch::new([1, 1, 1]), &args) }
+            .expect("launch the spin");
+    }
+}
+
+/// A graph of what `launch` queues on `stream`, instantiated and uploaded (so that its first
+/// replay costs no more than the others).
+fn capture(stream: &Arc<CudaStream>, launch: impl FnOnce()) -> CudaGraph {
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .expect("begin a capture");
+    launch();
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .expect("end the capture")
+        .expect("the capture recorded a launch");
+    graph.upload().expect("upload the graph");
+    graph
+}
+
+/// What every measurement shares.
+struct Bench {
+    decode: SwapAbDecode,
+    stream: Arc<CudaStream>,
+    spin: Spin,
+    /// Timed replays of a single-launch and of a chain graph.
+    replays: usize,
+    chain_replays: usize,
+}
+
+impl Bench {
+    /// One graph per call, each one launch of `schedule`.
+    fn single_graphs(&self, calls: &[DecodeArgs], schedule: Schedule) -> Vec<CudaGraph> {
+        let launch = |call| {
+            // SAFETY: every tensor addresses a live upload of its shape, kept (in `Inputs`)
+            // until the graphs are dropped.
+            unsafe {
+                self.decode
+                    .launch_with_schedule(&self.stream, call, schedule)
+            }
+            .expect("launch");
+        };
+        calls
+            .iter()
+            .map(|call| capture(&self.stream, || launch(call)))
+            .collect()
+    }
+
+    /// One graph per `CHAIN_LAYERS` calls, launched back to back as the host dispatches them.
+    fn chain_graphs(&self, calls: &[DecodeArgs]) -> Vec<CudaGraph> {
+        let launch = |layers: &[DecodeArgs]| {
+            for call in layers {
+                // SAFETY: as in `single_graphs`.
+                unsafe { self.decode.launch(&self.stream, call) }.expect("launch");
+            }
+        };
+        calls
+            .chunks_exact(CHAIN_LAYERS)
+            .map(|layers| capture(&self.stream, || launch(layers)))
+            .collect()
+    }
+
+    /// The GPU time of `replays` replays in microseconds, after `WARMUP` untimed ones;
+    /// replay i launches `graphs[i % len]`, behind the spin, with the events around the
+    /// replay only. The host queues all of them before it reads a time.
+    fn time(&self, graphs: &[CudaGraph], replays: usize) -> Spread {
+        let events: Vec<(CudaEvent, CudaEvent)> = (0..WARMUP + replays)
+            .map(|i| {
+                self.spin.enqueue(&self.stream);
+                let start = event(&self.stream);
+                graphs[i % graphs.len()].launch().expect("launch a graph");
+                (start, event(&self.stream))
+            })
+            .collect();
+        Spread::of(
+            events[WARMUP..]
+                .iter()
+                .map(|(start, end)| elapsed_us(start, end))
+                .collect(),
+        )
+    }
+}
+
+/// One measured row: a single launch of `schedule`, or a chain of it.
+struct Row {
+    cfg: Config,
+    schedule: Schedule,
+    dispatched: bool,
+    /// Per launch, in microseconds.
+    us: Spread,
+    sets: usize,
+    chain_layers: Option<usize>,
+}
+
+impl Row {
+    fn gbs(&self) -> f64 {
+        kv_bytes(self.cfg) as f64 / (self.us.median * 1e-6) / 1e9
+    }
+
+    fn json(&self, copy: f64) -> String {
+        let Config {
+            heads,
+            ne,
+            record,
+            s_q,
+        } = self.cfg;
+        let chain = self
+            .chain_layers
+            .map_or(String::new(), |n| format!(",\"chain_layers\":{n}"));
+        format!(
+            "{{\"heads\":{heads},\"nk\":{NK},\"ne\":{ne},\"record\":\"{}\",\"s_q\":{s_q},\
+             \"schedule\":\"{}\",\"dispatched\":{}{chain},\"kernel_us\":{:.3},\"p10_us\":{:.3},\
+             \"p90_us\":{:.3},\"kv_bytes\":{},\"copy_gbs\":{:.1},\"sets\":{}}}",
+            record.short_name(),
+            self.schedule.short_name(),
+            self.dispatched,
+            self.us.median,
+            self.us.p10,
+            self.us.p90,
+            kv_bytes(self.cfg),
+            copy / 1e9,
+            self.sets
+        )
+    }
+
+    /// The configuration's columns of both printed tables.
+    fn prefix(&self) -> String {
+        let Config {
+            heads,
+            ne,
+            record,
+            s_q,
+        } = self.cfg;
+        format!(
+            "{heads:>5} {ne:>5} {:>6} {s_q:>5} {:>8} {:>10.1} {:>8.1} {:>8.1}",
+            record.short_name(),
+            self.schedule.short_name(),
+            self.us.median,
+            self.us.p10,
+            self.us.p90
+        )
+    }
+}
+
+/// Times both schedules of `cfg` and, when `chain`, its chain, printing the single launches
+/// as they come; returns their rows, the chain's last.
+fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng) -> Vec<Row> {
+    let rotation = ROTATION_BYTES.div_ceil(kv_bytes(cfg)).clamp(1, MAX_SETS);
+    let sets = if chain {
+        rotation.max(CHAIN_LAYERS)
+    } else {
+        rotation
+    };
+    let inputs = Inputs::upload(cfg, sets, &bench.stream, rng);
+    let singles = &inputs.calls[..rotation];
+    let dispatched = singles[0]
+        .check(bench.decode.target())
+        .expect("valid call")
+        .key;
+    let mut rows = Vec::new();
+    for schedule in [Schedule::Split, Schedule::Streamed] {
+        let key = dispatched.with_schedule(schedule);
+        if key.validate().is_err() {
+            continue;
+        }
+        bench.decode.kernel(&key).expect("compile");
+        let row = Row {
+            cfg,
+            schedule,
+            dispatched: schedule == dispatched.schedule,
+            us: bench.time(&bench.single_graphs(singles, schedule), bench.replays),
+            sets: rotation,
+            chain_layers: None,
+        };
+        println!(
+            "{} {:>10.1} {:>9.0} {:>7.1}%",
+            row.prefix(),
+            kv_bytes(cfg) as f64 / 1e6,
+            row.gbs(),
+            100.0 * row.gbs() * 1e9 / copy
+        );
+        rows.push(row);
+    }
+    if chain {
+        let graphs = bench.chain_graphs(&inputs.calls);
+        rows.push(Row {
+            cfg,
+            schedule: dispatched.schedule,
+            dispatched: true,
+            us: bench
+                .time(&graphs, bench.chain_replays)
+                .divided(CHAIN_LAYERS as f64),
+            sets: graphs.len() * CHAIN_LAYERS,
+            chain_layers: Some(CHAIN_LAYERS),
+        });
+    }
+    rows
+}
+
+/// The chains' block: per-layer times beside the single launch of the same schedule.
+fn print_chains(rows: &[Row]) {
+    println!(
+        "\n{CHAIN_LAYERS}-layer chains: one graph of {CHAIN_LAYERS} PDL launches of the \
+         dispatched schedule, time per layer (graph time / {CHAIN_LAYERS})"
+    );
+    println!(
+        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>8} {:>8} {:>10} {:>10}",
+        "heads",
+        "NE",
+        "extra",
+        "s_q",
+        "schedule",
+        "layer us",
+        "p10 us",
+        "p90 us",
+        "graph us",
+        "of single"
+    );
+    for chain in rows.iter().filter(|r| r.chain_layers.is_some()) {
+        let single = rows
+            .iter()
+            .find(|r| r.chain_layers.is_none() && r.dispatched && r.cfg == chain.cfg);
+        println!(
+            "{} {:>10.1} {:>10}",
+            chain.prefix(),
+            chain.us.median * CHAIN_LAYERS as f64,
+            single.map_or("-".into(), |s| format!(
+                "{:.2}x",
+                chain.us.median / s.us.median
+            ))
+        );
+    }
+}
+
+/// The results file, created before the measurements so that a bad path fails at once.
+fn results_file(path: Option<&str>) -> Option<File> {
+    path.map(|p| {
+        File::create(p).unwrap_or_else(|e| {
+            eprintln!("error: cannot create the results file {p}: {e}");
+            std::process::exit(2)
+        })
+    })
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    let out_path = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1).cloned());
-    let only = args
-        .iter()
-        .position(|a| a == "--only")
-        .and_then(|i| args.get(i + 1).cloned());
+    let options = parse_options(std::env::args().skip(1)).unwrap_or_else(|e| {
+        eprintln!("error: {e}\n{USAGE}");
+        std::process::exit(2)
+    });
+    if options.help {
+        println!("{USAGE}");
+        return;
+    }
     if !jit::gpu_available() {
         eprintln!("bench_decode needs an NVIDIA GPU with a CUDA driver; none was found");
         std::process::exit(2);
     }
+    let mut out = results_file(options.out.as_deref());
     let device = Arc::new(Device::open(0).expect("open device 0"));
     let decode = SwapAbDecode::new(device.clone()).expect("a device with a kestrel target");
     let stream = device.stream().clone();
     let info = device.info();
     let copy = copy_bandwidth(&stream);
+    let spin = Spin::calibrated(&device, &stream);
     println!(
-        "device: {} (compute capability {}.{}), copy bandwidth {:.0} GB/s (read + write)",
+        "device: {} (compute capability {}.{}), copy bandwidth {:.0} GB/s (read + write); \
+         spin ahead of each replay: {} steps, {SPIN_US:.0} us at the calibration's fastest clock",
         info.name,
         info.compute_capability.0,
         info.compute_capability.1,
-        copy / 1e9
+        copy / 1e9,
+        spin.steps
     );
-    let mut out = out_path.map(|p| std::fs::File::create(p).expect("results file"));
+    let bench = Bench {
+        decode,
+        stream,
+        spin,
+        replays: if options.quick { 5 } else { 200 },
+        chain_replays: if options.quick { 5 } else { 50 },
+    };
     println!(
-        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>10} {:>9} {:>8}",
-        "heads", "NE", "extra", "s_q", "schedule", "median us", "KV MB", "KV GB/s", "of copy"
+        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>8} {:>8} {:>10} {:>9} {:>8}",
+        "heads",
+        "NE",
+        "extra",
+        "s_q",
+        "schedule",
+        "median us",
+        "p10 us",
+        "p90 us",
+        "KV MB",
+        "KV GB/s",
+        "of copy"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for heads in [16, 32] {
-        for ne in [512, 1024] {
-            for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
-                for s_q in [1, 32, 128, 512] {
-                    let record_name = record.short_name();
-                    let name = format!("{heads},{ne},{record_name},{s_q}");
-                    if only.as_ref().is_some_and(|o| *o != name) {
-                        continue;
-                    }
-                    let cfg = Config {
-                        heads,
-                        ne,
-                        record,
-                        s_q,
-                    };
-                    let bytes = kv_bytes(cfg);
-                    let sets = ROTATION_BYTES.div_ceil(bytes).clamp(1, 512);
-                    let (problem, lists) = problem(cfg, sets, &mut rng);
-                    let uploaded = DeviceProblem::upload(&problem, &stream).expect("upload");
-                    let mut keep = Vec::new();
-                    let mut calls = Vec::new();
-                    for (swa, extra) in &lists {
-                        let (a, pa) = upload_i32(&stream, &swa.ids);
-                        let (b, pb) = upload_i32(&stream, &extra.ids);
-                        keep.extend([a, b]);
-                        let mut args = uploaded.args.clone();
-                        args.swa_idx = DeviceTensor::contiguous::<i32>(pa, &[s_q, NK]);
-                        args.extra_idx = DeviceTensor::contiguous::<i32>(pb, &[s_q, ne]);
-                        calls.push(args);
-                    }
-                    let warm = calls[0].check(decode.target()).expect("valid call");
-                    for schedule in [Schedule::Split, Schedule::Streamed] {
-                        let key = warm.key.with_schedule(schedule);
-                        if key.validate().is_err() {
-                            continue;
-                        }
-                        decode.kernel(&key).expect("compile");
-                        let us = time_launches(&stream, &calls, quick, s_q, |call| {
-                            // SAFETY: every tensor addresses a live upload of its shape.
-                            unsafe { decode.launch_with_schedule(&stream, call, schedule) }
-                                .expect("launch");
-                        });
-                        let gbs = bytes as f64 / (us * 1e-6) / 1e9;
-                        let schedule_name = schedule.short_name();
-                        let dispatched = schedule == warm.key.schedule;
-                        println!(
-                            "{heads:>5} {ne:>5} {record_name:>6} {s_q:>5} {schedule_name:>8} {us:>10.1} {:>10.1} {gbs:>9.0} {:>7.1}%",
-                            bytes as f64 / 1e6,
-                            100.0 * gbs * 1e9 / copy
-                        );
-                        if let Some(f) = out.as_mut() {
-                            writeln!(
-                                f,
-                                "{{\"heads\":{heads},\"nk\":{NK},\"ne\":{ne},\"record\":\"{record_name}\",\"s_q\":{s_q},\"schedule\":\"{schedule_name}\",\"dispatched\":{dispatched},\"kernel_us\":{us:.3},\"kv_bytes\":{bytes},\"copy_gbs\":{:.1},\"sets\":{}}}",
-                                copy / 1e9,
-                                calls.len()
-                            )
-                            .unwrap();
-                        }
-                    }
-                }
-            }
+    let mut rows = Vec::new();
+    for cfg in Config::all() {
+        if options.only.as_ref().is_some_and(|o| *o != cfg.name()) {
+            continue;
         }
+        let chain = options.chain && cfg.chained();
+        for row in run_config(&bench, cfg, chain, copy, &mut rng) {
+            if let Some(f) = out.as_mut() {
+                writeln!(f, "{}", row.json(copy)).expect("write the results file");
+            }
+            rows.push(row);
+        }
+    }
+    if rows.iter().any(|r| r.chain_layers.is_some()) {
+        print_chains(&rows);
     }
 }

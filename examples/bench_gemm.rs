@@ -14,27 +14,10 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaStream, DevicePtr};
-use dsl_core::arch::memory::store;
-use dsl_core::arch::thread::thread_idx_x;
 use dsl_core::jit::{self, Device, KernelArg, TensorArg};
-use dsl_core::trace::{Tensor, Val, dyn_range, threads};
-use dsl_macros::kernel;
 use half::bf16;
+use kernels::basics::spin::spin;
 use kernels::gemm::{GemmGpu, GemmShape, exact_operands, reference_element};
-
-/// A dependent chain of `iters` FMAs in one warp: keeps the GPU busy while the host queues
-/// the timed replay behind it.
-#[kernel]
-fn spin(out: Tensor<f32, 1>, iters: Val<u32>) {
-    threads(32, 1, 1);
-    let mut x = Val::constant(1.0f32);
-    for _i in dyn_range(0u32, iters) {
-        x = x.fma(0.999f32, 0.001f32);
-    }
-    if thread_idx_x() == 0 {
-        store(out.base(), x);
-    }
-}
 
 const SHAPES: [(u32, u32, u32); 4] = [
     (2048, 2048, 2048),
@@ -86,7 +69,7 @@ fn main() {
     let spin_k = dev
         .load(&spin(gemm.target()).expect("trace spin"))
         .expect("load spin");
-    let spin_out = stream.alloc_zeros::<f32>(1).unwrap();
+    let spin_out = stream.alloc_zeros::<u32>(1).unwrap();
     println!(
         "device: {} ({} SMs), target {}",
         dev.info().name,
@@ -124,7 +107,7 @@ fn main() {
             .unwrap()
             .expect("captured");
         let spin_args = [
-            KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(
+            KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
                 spin_out.device_ptr(&stream).0,
                 [1],
             )),
@@ -132,7 +115,7 @@ fn main() {
         ];
         let mut times = Vec::new();
         for i in 0..reps + 3 {
-            // SAFETY: the spin kernel writes one f32 of `spin_out`.
+            // SAFETY: the spin kernel writes one u32 of `spin_out`.
             unsafe { spin_k.launch(&stream, jit::Launch::new([1, 1, 1]), &spin_args) }.unwrap();
             let start = stream
                 .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))

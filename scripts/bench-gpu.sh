@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The decode benchmark on the GPU machine: the kernel (bundled bench_decode example), the copy
-# bandwidth and the PyTorch baseline (eager and CUDA-graphed) in one run, merged into one
-# markdown table with the ratios.
+# The decode benchmark on the GPU machine: the kernel (bundled bench_decode example: CUDA-graph
+# replays behind a GPU spin, both schedules, and the 61-layer chains), the copy bandwidth and
+# the PyTorch baseline (eager, and CUDA-graphed timed the same way) in one run, merged into
+# markdown tables with the ratios (one row per configuration, then the chains).
 #
 #   Build here:  scripts/gpu-bundle.sh
 #   Run there, from the repository root with gpu-bundle/ carried:

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """Merges the kernel benchmark (JSON lines from the bench_decode example: both schedules of
-every configuration) and the PyTorch baseline (JSON array from bench_torch.py) into one
-markdown table with the ratios. The ratios are of the schedule the host dispatches.
+every configuration, and the 61-layer chains) and the PyTorch baseline (JSON array from
+bench_torch.py) into two markdown tables. Times are medians with (p10-p90) of CUDA-graph
+replays.
+
+The first table has one row per configuration; its bandwidth and ratios are of the schedule
+the host dispatches. The second has the chains: the time per layer of a graph of 61
+launches of the dispatched schedule, and its ratio to the single-launch time of that
+schedule.
 
     python3 scripts/bench_table.py kernel.jsonl torch.json
 """
@@ -9,37 +15,73 @@ markdown table with the ratios. The ratios are of the schedule the host dispatch
 import json
 import sys
 
+RECORD_BYTES = {"fp8": 528, "nvfp4": 288}
 
-def main(kernel_path, torch_path):
-    kernel = [json.loads(line) for line in open(kernel_path) if line.strip()]
-    torch = json.load(open(torch_path))
-    record_bytes = {"fp8": 528, "nvfp4": 288}
-    baseline = {(t["heads"], t["ne"], t["record"], t["s_q"]): t for t in torch}
-    copy = kernel[0]["copy_gbs"] if kernel else float("nan")
-    configs = {}
-    for k in kernel:
-        config = (k["heads"], k["ne"], k["record"], k["s_q"])
-        configs.setdefault(config, {})[k.get("schedule", "split")] = k
-    print(f"Copy bandwidth measured in the same run: {copy:.0f} GB/s (bytes read + written).\n")
-    print("| heads | NE | extra | s_q | split us | streamed us | dispatched | KV GB/s | of copy | PyTorch eager us | PyTorch graph us | vs eager | vs graph |")
+
+def spread(row, median="kernel_us", p10="p10_us", p90="p90_us"):
+    """`median (p10-p90)` of a row, the median alone where the row has no percentiles, `-`
+    where it has no time."""
+    if not row or row.get(median) is None:
+        return "-"
+    if row.get(p10) is None:
+        return f"{row[median]:.1f}"
+    return f"{row[median]:.1f} ({row[p10]:.1f}-{row[p90]:.1f})"
+
+
+def ratio(base, us):
+    return f"{base / us:.1f}x" if base else "-"
+
+
+def configuration_table(configs, baseline, copy):
+    print("| heads | NE | extra | s_q | split us | streamed us | dispatched | KV GB/s | of copy "
+          "| PyTorch eager us | PyTorch graph us | vs eager | vs graph |")
     print("|---:|---:|:---|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|")
-    num = lambda v: f"{v:.1f}" if v else "-"
     for (heads, ne, record, s_q), runs in configs.items():
         chosen = next((r for r in runs.values() if r.get("dispatched", True)), None)
         if chosen is None:
             continue
-        t = baseline.get((heads, ne, record_bytes[record], s_q), {})
+        t = baseline.get((heads, ne, RECORD_BYTES[record], s_q), {})
         us = chosen["kernel_us"]
         gbs = chosen["kv_bytes"] / (us * 1e-6) / 1e9
-        eager, graph = t.get("eager_us"), t.get("graph_us")
-        ratio = lambda base: f"{base / us:.1f}x" if base else "-"
-        split = runs.get("split", {}).get("kernel_us")
-        streamed = runs.get("stream", {}).get("kernel_us")
         print(
-            f"| {heads} | {ne} | {record} | {s_q} | {num(split)} | {num(streamed)} | "
-            f"{chosen.get('schedule', 'split')} | {gbs:.0f} | {100 * gbs / copy:.1f}% | "
-            f"{num(eager)} | {num(graph)} | {ratio(eager)} | {ratio(graph)} |"
+            f"| {heads} | {ne} | {record} | {s_q} | {spread(runs.get('split'))} | "
+            f"{spread(runs.get('stream'))} | {chosen.get('schedule', 'split')} | {gbs:.0f} | "
+            f"{100 * gbs / copy:.1f}% | {spread(t, 'eager_us')} | "
+            f"{spread(t, 'graph_us', 'graph_p10_us', 'graph_p90_us')} | "
+            f"{ratio(t.get('eager_us'), us)} | {ratio(t.get('graph_us'), us)} |"
         )
+
+
+def chain_table(chains, configs):
+    layers = chains[0]["chain_layers"]
+    print(f"\n{layers}-layer chains: one graph of {layers} PDL launches of the dispatched "
+          f"schedule, each layer on its own KV; time per layer = graph time / {layers}.\n")
+    print("| heads | NE | extra | s_q | schedule | per layer us | single launch us | of single |")
+    print("|---:|---:|:---|---:|:---|---:|---:|---:|")
+    for c in chains:
+        config = (c["heads"], c["ne"], c["record"], c["s_q"])
+        single = configs.get(config, {}).get(c["schedule"])
+        of_single = f"{c['kernel_us'] / single['kernel_us']:.2f}x" if single else "-"
+        print(f"| {c['heads']} | {c['ne']} | {c['record']} | {c['s_q']} | {c['schedule']} | "
+              f"{spread(c)} | {spread(single)} | {of_single} |")
+
+
+def main(kernel_path, torch_path):
+    kernel = [json.loads(line) for line in open(kernel_path) if line.strip()]
+    torch = json.load(open(torch_path))
+    baseline = {(t["heads"], t["ne"], t["record"], t["s_q"]): t for t in torch}
+    copy = kernel[0]["copy_gbs"] if kernel else float("nan")
+    configs, chains = {}, []
+    for k in kernel:
+        if "chain_layers" in k:
+            chains.append(k)
+            continue
+        config = (k["heads"], k["ne"], k["record"], k["s_q"])
+        configs.setdefault(config, {})[k.get("schedule", "split")] = k
+    print(f"Copy bandwidth measured in the same run: {copy:.0f} GB/s (bytes read + written).\n")
+    configuration_table(configs, baseline, copy)
+    if chains:
+        chain_table(chains, configs)
 
 
 if __name__ == "__main__":

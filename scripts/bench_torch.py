@@ -25,9 +25,14 @@ Commands:
         shape (16 or 32 heads, SWA width 128 on 64-token pages, extra width 512 or 1024 on
         16-token pages, fp8 or NVFP4 extra records) and each token count, rotating among enough
         input sets that their KV bytes exceed 256 MiB so that no call finds its KV in L2.
-        Writes a JSON array, one object per configuration (heads, nk, ne, record bytes, s_q,
-        eager_us and graph_us medians, kv_bytes one call reads, input_sets rotated), and prints
-        a table. `--device cpu` runs the eager path only (a smoke test).
+        Eager calls are timed with CUDA events around each call. Graphed calls are timed as the
+        kernel benchmark times its own: one graph per input set, each timed replay queued
+        behind a short GPU spin (torch.cuda._sleep, calibrated at start-up to about 30 us at
+        the fastest clock the calibration sees) so that the host's launch is hidden, with the
+        events around the replay only. Writes a JSON array, one object per configuration
+        (heads, nk, ne, record bytes, s_q, eager_us median, graph_us median with graph_p10_us
+        and graph_p90_us, kv_bytes one call reads, input_sets rotated), and prints a table.
+        `--device cpu` runs the eager path only (a smoke test).
 
 Needs only torch (with CUDA for timing) and safetensors.
 """
@@ -404,6 +409,9 @@ SWA_PAGE = 64
 EXTRA_PAGE = 16
 ROTATION_BYTES = 256 << 20  # several times an H200's L2
 MAX_POS = 8192
+SPIN_US = 30.0  # a few times the host's cost of queueing the events and a replay
+SPIN_PROBE_CYCLES = 1 << 20  # hundreds of microseconds: the probe's own launch is small beside it
+CLOCK_RAMP_S = 0.2  # spinning before the calibration times, for the clocks to rise from idle
 
 
 def random_cache(slots, page, record, device):
@@ -460,7 +468,8 @@ def random_inputs(heads, extra_width, record, s_q, cos_sin, device):
 
 def median_us(run, count, warmup, reps, device):
     """Median time in microseconds of run(i) over `reps` calls after `warmup` calls, call i using
-    input set i % count: CUDA events around each call on a GPU, the wall clock on a CPU."""
+    input set i % count: CUDA events around each call on a GPU, the wall clock on a CPU (the
+    eager timing)."""
     for i in range(warmup):
         run(i % count)
     if device.type == "cuda":
@@ -479,6 +488,42 @@ def median_us(run, count, warmup, reps, device):
             run((warmup + r) % count)
             times.append((time.perf_counter() - start) * 1e6)
     return statistics.median(times)
+
+
+def spin_cycles():
+    """The torch.cuda._sleep cycle count that spins SPIN_US at the fastest of a few timed probes,
+    taken once the clocks have had time to rise: at a lower clock the spin only lasts longer."""
+    deadline = time.perf_counter() + CLOCK_RAMP_S
+    while time.perf_counter() < deadline:
+        torch.cuda._sleep(SPIN_PROBE_CYCLES)
+        torch.cuda.synchronize()
+    fastest = math.inf
+    for _ in range(20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(SPIN_PROBE_CYCLES)
+        end.record()
+        end.synchronize()
+        fastest = min(fastest, start.elapsed_time(end) * 1e3)
+    return math.ceil(SPIN_PROBE_CYCLES * SPIN_US / fastest)
+
+
+def replay_us(graphs, warmup, reps, cycles):
+    """Median, p10 and p90 in microseconds of `reps` replays after `warmup` untimed ones, replay
+    i of graphs[i % len(graphs)]: each queued behind a GPU spin of `cycles` so that the host's
+    launch is hidden, with CUDA events around the replay only."""
+    events = []
+    for i in range(warmup + reps):
+        torch.cuda._sleep(cycles)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graphs[i % len(graphs)].replay()
+        end.record()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    times = sorted(start.elapsed_time(end) * 1e3 for start, end in events[warmup:])
+    at = lambda p: times[round((len(times) - 1) * p)]
+    return at(0.5), at(0.1), at(0.9)
 
 
 def captured_graphs(sets):
@@ -500,19 +545,20 @@ def captured_graphs(sets):
     return graphs
 
 
-def bench_config(heads, extra_width, record, s_q, cos_sin, args, device):
-    """Times one configuration; returns its JSON object."""
+def bench_config(heads, extra_width, record, s_q, cos_sin, args, device, cycles):
+    """Times one configuration (the graphed calls behind spins of `cycles`); returns its JSON
+    object."""
     kv_bytes = s_q * (SWA_WIDTH * FP8_RECORD + extra_width * record)
     count = max(2, -(-ROTATION_BYTES // kv_bytes))
     sets = [random_inputs(heads, extra_width, record, s_q, cos_sin, device) for _ in range(count)]
     eager_us = median_us(lambda i: decode_torch(**sets[i]), count, args.warmup, args.reps, device)
-    graph_us = None
+    graph = (None, None, None)
     if device.type == "cuda":
-        graphs = captured_graphs(sets)
-        graph_us = median_us(lambda i: graphs[i].replay(), count, args.warmup, args.reps, device)
+        graph = replay_us(captured_graphs(sets), args.warmup, args.reps, cycles)
+    graph_us, graph_p10_us, graph_p90_us = (None if t is None else round(t, 2) for t in graph)
     return dict(heads=heads, nk=SWA_WIDTH, ne=extra_width, record=record, s_q=s_q,
-                eager_us=round(eager_us, 2), graph_us=None if graph_us is None else round(graph_us, 2),
-                kv_bytes=kv_bytes, input_sets=count)
+                eager_us=round(eager_us, 2), graph_us=graph_us, graph_p10_us=graph_p10_us,
+                graph_p90_us=graph_p90_us, kv_bytes=kv_bytes, input_sets=count)
 
 
 def run_bench(args):
@@ -521,24 +567,28 @@ def run_bench(args):
         raise SystemExit("no CUDA device: pass --device cpu for an eager smoke test")
     torch.manual_seed(0)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"decode_torch on {name}, torch {torch.__version__}: median of {args.reps} calls after "
-          f"{args.warmup}, rotating input sets of >= {ROTATION_BYTES >> 20} MiB of KV in all")
+    cycles = spin_cycles() if device.type == "cuda" else None
+    print(f"decode_torch on {name}, torch {torch.__version__}: {args.reps} calls after "
+          f"{args.warmup}, rotating input sets of >= {ROTATION_BYTES >> 20} MiB of KV in all; "
+          f"eager: median of events around each call; graph: median (p10-p90) of replays, each "
+          f"behind a spin of {cycles} cycles ({SPIN_US:.0f} us at the calibration's fastest clock)")
     print(f"{'heads':>5} {'nk':>4} {'ne':>5} {'record':>6} {'s_q':>4} {'sets':>5} {'kv MB':>8} "
-          f"{'eager us':>10} {'graph us':>10}")
+          f"{'eager us':>10} {'graph us (p10-p90)':>24}")
     cos_sin = rope_table(device)
     results = []
     for heads in (16, 32):
         for extra_width in (512, 1024):
             for record in (FP8_RECORD, FP4_RECORD):
                 for s_q in args.s_q:
-                    r = bench_config(heads, extra_width, record, s_q, cos_sin, args, device)
+                    r = bench_config(heads, extra_width, record, s_q, cos_sin, args, device, cycles)
                     if device.type == "cuda":
                         torch.cuda.empty_cache()  # hand the last configuration's memory back
                     results.append(r)
-                    graph = "-" if r["graph_us"] is None else f"{r['graph_us']:.1f}"
+                    graph = "-" if r["graph_us"] is None else (
+                        f"{r['graph_us']:.1f} ({r['graph_p10_us']:.1f}-{r['graph_p90_us']:.1f})")
                     print(f"{heads:>5} {SWA_WIDTH:>4} {extra_width:>5} {record:>6} {s_q:>4} "
                           f"{r['input_sets']:>5} {r['kv_bytes'] / 1e6:>8.2f} {r['eager_us']:>10.1f} "
-                          f"{graph:>10}", flush=True)
+                          f"{graph:>24}", flush=True)
     with open(args.out, "w") as f:
         f.write("[\n" + ",\n".join(json.dumps(r) for r in results) + "\n]\n")
     print(f"wrote {len(results)} configurations to {args.out}")
@@ -558,8 +608,10 @@ def main():
     bench.add_argument("--device", default=default_device)
     bench.add_argument("--s-q", type=lambda s: [int(v) for v in s.split(",")], default=[1, 32, 128, 512],
                        help="token counts, comma-separated (default 1,32,128,512)")
-    bench.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
-    bench.add_argument("--reps", type=int, default=50, help="timed calls (default 50)")
+    bench.add_argument("--warmup", type=int, default=10,
+                       help="untimed calls (and replays) first (default 10)")
+    bench.add_argument("--reps", type=int, default=50,
+                       help="timed calls, and timed replays (default 50)")
     args = parser.parse_args()
     with torch.inference_mode():
         return run_check(args) if args.command == "check" else run_bench(args)

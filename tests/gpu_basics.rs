@@ -1,11 +1,11 @@
-//! The three basic kernels on a GPU (sm_90a), against their host references. Each test
+//! The four basic kernels on a GPU (sm_90a), against their host references. Each test
 //! prints a SKIPPED line and passes where there is no GPU (`KESTREL_REQUIRE_GPU=1` makes
 //! that a failure, as the GPU bundle's runner does).
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use dsl_core::Target;
 use dsl_core::jit::{self, JitError, KernelArg, Launch, TensorArg};
-use kernels::basics::{cluster_exchange, divergent_loop, row_reduce};
+use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin};
 
 fn addr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     s.device_ptr(stream).0
@@ -155,6 +155,24 @@ fn gpu_cluster_exchange_with_pdl() {
     let got = stream.clone_dtoh(&out_dev).unwrap();
     assert_eq!(got, cluster_exchange::reference(&input, cluster));
     eprintln!("gpu_cluster_exchange_with_pdl: {ctas} CTAs in clusters of {cluster} match");
+}
+
+#[test]
+fn gpu_spin() {
+    let Some(dev) = jit::test_device(Target::Sm90a) else {
+        return;
+    };
+    let stream = dev.stream();
+    let out = stream.clone_htod(&[0u32]).unwrap();
+    let k = dev
+        .kernel("spin", "", Target::Sm90a, || spin::spin(Target::Sm90a))
+        .unwrap();
+    let steps = 100_000u32;
+    let args = [tensor_u32(&out, stream, 1), KernelArg::U32(steps)];
+    // SAFETY: `out` holds one u32 and outlives the read-back.
+    unsafe { k.launch(stream, Launch::new([1, 1, 1]), &args) }.unwrap();
+    assert_eq!(stream.clone_dtoh(&out).unwrap(), [spin::reference(steps)]);
+    eprintln!("gpu_spin: {steps} steps match the host reference");
 }
 
 /// The dynamic shared memory starts on a 1024-byte boundary, as the 128-byte swizzled MMA

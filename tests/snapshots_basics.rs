@@ -1,9 +1,9 @@
-//! The PTX of the three basic kernels, per target, as reviewed snapshots
+//! The PTX of the four basic kernels, per target, as reviewed snapshots
 //! (`cargo insta review` blesses a change). `tests/ptxas.rs` assembles every snapshot.
 
 use dsl_core::Target;
 use dsl_core::emit::ptx::emit;
-use kernels::basics::{cluster_exchange, divergent_loop, row_reduce};
+use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin};
 
 fn check(name: &str, kernel: dsl_core::ir::Kernel) {
     let module = emit(&kernel).expect("emits");
@@ -40,6 +40,13 @@ fn cluster_exchange_ptx() {
             "cluster_exchange__c4",
             cluster_exchange::cluster_exchange(target, 4).unwrap(),
         );
+    }
+}
+
+#[test]
+fn spin_ptx() {
+    for target in Target::ALL {
+        check("spin", spin::spin(target).unwrap());
     }
 }
 
