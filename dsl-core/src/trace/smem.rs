@@ -118,28 +118,6 @@ pub fn smem_tile(name: &str, layout: ComposedLayout) -> SmemTile {
     SmemTile { region, layout }
 }
 
-impl SmemRegion {
-    /// `layout` over this region: a buffer allocated for several tiles that hold its bytes
-    /// at different times. The layout must fit the region, whose offset must meet the
-    /// layout's alignment (its swizzle period).
-    #[track_caller]
-    pub fn tile(&self, layout: ComposedLayout) -> SmemTile {
-        let align = (layout.alignment() as u32).max(16);
-        if self.offset % align != 0 {
-            crate::trace::trace_error(format!(
-                "shared buffer `{}` at offset {} cannot hold {layout}, which needs {align}-byte \
-                 alignment",
-                self.name, self.offset
-            ));
-        }
-        let tile = SmemTile {
-            region: self.clone(),
-            layout: layout.clone(),
-        };
-        tile.view(layout)
-    }
-}
-
 impl SmemTile {
     /// Another layout over the same bytes (a transposed operand view, a reuse of the buffer
     /// for other data); it must fit the buffer.

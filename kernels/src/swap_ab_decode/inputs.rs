@@ -1,7 +1,6 @@
 //! Stages 1-2: every global load of the tile first, then Q RoPE and KV dequantisation into
 //! shared memory.
 
-use dsl_core::arch::copy::{cp_async, cp_async_commit};
 use dsl_core::arch::cvt::{
     bf16x2_mul, bf16x2_to_f32x2, e2m1x2_to_bf16x2, e4m3_to_bf16x2_splat, e4m3x4_to_bf16x4_scaled,
     f32x2_to_bf16x2, ue8m0_to_bf16x2,
@@ -10,15 +9,14 @@ use dsl_core::arch::memory::{
     LoadOpts, load, load_vec, load_vec_if, store, store_vec, store_vec_if,
 };
 use dsl_core::layout::IntTuple;
-use dsl_core::tensor::Global;
-use dsl_core::trace::{Index, Pred, SmemTile, Tensor, Val};
+use dsl_core::trace::{Index, Pred, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
 use super::cache::{self, CHUNK_BYTES};
 use super::plan::{HeadGroup, Plan};
 use super::query::{self, CHUNK};
-use super::smem::{Buffers, plain};
+use super::smem::Buffers;
 use super::{ExtraRecord, HEAD_DIM, ROPE_START, THREADS, TILE};
 
 /// One of the two slot lists and its paged cache.
@@ -189,56 +187,33 @@ pub struct Gathered {
     scale_words: Vec<Val<u32>>,
 }
 
-/// Whether this thread's slot takes part: inside the list's length (`limit`, from
-/// [`load_limit`]) and the cache.
-#[device]
-fn slot_is_valid(list: &KvList, slot: &Slot, limit: Val<i32>) -> Pred {
-    let in_range = slot.pos.cast::<i32>() < limit;
-    let slots = list.cache.extent(0) * list.page as i64;
-    in_range & (slot.id >= 0) & (slot.id.cast::<i64>() < slots)
-}
-
-/// The record of slot `slot_id` (a valid one) as `(0, byte)` of the paged cache's view.
-#[device]
-fn record_of(list: &KvList, slot_id: Val<i32>) -> dsl_core::tensor::Tensor<u8, Global> {
-    let page_shift = list.page.trailing_zeros();
-    let block = (slot_id >> page_shift).bitcast::<u32>();
-    let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
-    let at_slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
-    cache::device_view(&list.cache, list.page, list.record_bytes())
-        .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]))
-}
-
-/// The byte of an NVFP4 record's scales (from the first scale byte) that starts the word
-/// holding this thread's k-th chunk's two scales: chunk c = part + per_row k (32 dims) takes
-/// scale bytes 2c and 2c + 1, in the word at byte 4 (c / 2) (per_row is even).
-fn fp4_scale_word_byte(map: &RowMap, k: u32) -> Val<u32> {
-    (map.part / 2) * 4 + 2 * map.per_row * k
-}
-
-/// This thread's chunks of a row, in the order of [`Gathered::kv_words`].
-fn chunks_per_thread(list: &KvList, map: &RowMap) -> u32 {
-    list.row_bytes() / CHUNK_BYTES as u32 / map.per_row
-}
-
 /// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
 /// [`load_limit`].
 #[device]
 pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Val<i32>) -> Gathered {
-    let valid = slot_is_valid(list, slot, limit);
-    let record = record_of(list, slot.id);
+    let in_range = slot.pos.cast::<i32>() < limit;
+    let slot_id = slot.id;
+    let slots = list.cache.extent(0) * list.page as i64;
+    let valid = in_range & (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
+    let page_shift = list.page.trailing_zeros();
+    let block = (slot_id >> page_shift).bitcast::<u32>();
+    let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
+    let at_slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
+    let record = cache::device_view(&list.cache, list.page, list.record_bytes())
+        .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]));
     let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
     let my_chunks = record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(map.part)]));
     let mut kv_words = Vec::new();
-    for k in 0..chunks_per_thread(list, map) {
+    for k in 0..row_chunks / map.per_row {
         let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(map.per_row * k)]));
         kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
     }
     let scale_words = if list.is_fp4() {
-        // One word a chunk, not all 32 scale bytes: registers.
-        (0..chunks_per_thread(list, map))
+        // Chunk c = part + per_row k (32 dims) takes scale bytes 2c and 2c + 1: the word
+        // at byte 4 (c / 2) of the scales, one a chunk (not all 32 bytes: registers).
+        (0..row_chunks / map.per_row)
             .map(|k| {
-                let byte = fp4_scale_word_byte(map, k);
+                let byte = (map.part / 2) * 4 + 2 * map.per_row * k;
                 let at = record.at(IntTuple::tuple([
                     leaf(0u32),
                     IntTuple::tuple([leaf(byte % 16), leaf(row_chunks + byte / 16)]),
@@ -250,74 +225,6 @@ pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Val<i32>) -> Gath
     } else {
         let at = record.at(IntTuple::tuple([leaf(0u32), record_chunk(row_chunks)]));
         load_vec_if::<u32, 4, _>(at, valid, 0u32, NC).to_vec()
-    };
-    Gathered {
-        valid,
-        kv_words,
-        scale_words,
-    }
-}
-
-/// Starts copying this thread's share of its slot's record into row `map.row` of `raw`
-/// (`[128, record bytes]`, [`staged_layout`]) with `cp.async`, and returns whether the slot
-/// takes part. A slot that does not copies nothing and zero-fills its bytes (its address
-/// is slot 0's, never read). Each thread copies the chunks it later dequantises; the
-/// row's first threads copy its 16-byte scale chunks, which every thread of the row reads
-/// after the barrier that follows [`cp_async_wait`].
-#[device]
-pub fn stage_records(
-    raw: &SmemTile,
-    list: &KvList,
-    map: &RowMap,
-    slot: &Slot,
-    limit: Val<i32>,
-) -> Pred {
-    let valid = slot_is_valid(list, slot, limit);
-    let record = record_of(list, valid.select(slot.id, 0i32));
-    let bytes = valid.select(CHUNK_BYTES as u32, 0u32);
-    let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
-    let copy = |chunk: Val<u32>| {
-        let src = record.at(IntTuple::tuple([leaf(0u32), record_chunk(chunk)]));
-        cp_async(
-            raw.at(map.row, chunk * CHUNK_BYTES as u32),
-            src,
-            16,
-            Some(bytes),
-        );
-    };
-    for k in 0..chunks_per_thread(list, map) {
-        copy(map.part + map.per_row * k);
-    }
-    let scale_chunks = (list.record_bytes() - list.row_bytes()) / CHUNK_BYTES as u32;
-    if map.part < scale_chunks {
-        copy(map.part + row_chunks);
-    }
-    cp_async_commit();
-    valid
-}
-
-/// The layout of a tile's staged records: `[128, record bytes]`, row-major bytes.
-pub fn staged_layout(list: &KvList) -> dsl_core::layout::ComposedLayout {
-    plain(&[TILE as i64, i64::from(list.record_bytes())], 1)
-}
-
-/// This thread's chunks and scale words of a tile [`stage_records`] copied to `raw`, once
-/// the copies are complete and visible (`valid` is what it returned).
-#[device]
-pub fn read_staged(raw: &SmemTile, list: &KvList, map: &RowMap, valid: Pred) -> Gathered {
-    let row_bytes = list.row_bytes();
-    let kv_words = (0..chunks_per_thread(list, map))
-        .map(|k| {
-            let chunk = map.part + map.per_row * k;
-            load_vec::<u32, 4, _>(raw.at(map.row, chunk * CHUNK_BYTES as u32))
-        })
-        .collect();
-    let scale_words = if list.is_fp4() {
-        (0..chunks_per_thread(list, map))
-            .map(|k| load::<u32, _>(raw.at(map.row, fp4_scale_word_byte(map, k) + row_bytes)))
-            .collect()
-    } else {
-        load_vec::<u32, 4, _>(raw.at(map.row, row_bytes)).to_vec()
     };
     Gathered {
         valid,

@@ -1,9 +1,8 @@
 //! The kernel's shared memory: named, aligned buffers with their layouts.
 
-use dsl_core::Target;
 use dsl_core::arch::memory::{Smem, store_vec};
 use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
-use dsl_core::trace::{Index, SmemRegion, SmemTile, Val, smem_alloc, smem_tile, trace_error};
+use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
 use super::{ROPE_DIM, THREADS, TILE};
@@ -20,8 +19,6 @@ pub struct Buffers {
     pub q: SmemTile,
     /// `[2H, 128]` bf16 P hi | lo (MN-major).
     pub p: SmemTile,
-    /// The bytes P shares with sm_90a's S stand-in ([`super::mma`]).
-    pub p_and_scores: SmemRegion,
     /// One i32 per KV row: 1 where the row takes part.
     pub valid: SmemTile,
     /// `[4, H]` f32: per lane quadrant, each head's column max; then the column sums.
@@ -62,19 +59,7 @@ impl Buffers {
         let heads = plan.heads as i64;
         let kv = smem_tile("kv", checked("KV", plan.kv_layout()));
         let q = smem_tile("q", checked("Q", plan.q_layout()));
-        let p_layout = checked("P", plan.p_layout());
-        // On sm_90a the S stand-in and P take turns in one buffer: every thread has read its
-        // scores (and passed the column-max barrier) before any P is written, and the O MMA
-        // has read P (wgmma wait) before the next tile's S is stored.
-        let mut shared_bytes = p_layout.end_bytes();
-        let mut align = p_layout.alignment().max(16);
-        if plan.target() == Target::Sm90a {
-            let scores = checked("scores", plan.scores_layout());
-            shared_bytes = shared_bytes.max(scores.end_bytes());
-            align = align.max(scores.alignment());
-        }
-        let p_and_scores = smem_alloc("p_scores", shared_bytes as u32, align as u32);
-        let p = p_and_scores.tile(p_layout);
+        let p = smem_tile("p", checked("P", plan.p_layout()));
         let valid = smem_tile("valid", plain(&[TILE as i64], 4));
         let red_max = smem_tile("red_max", plain(&[4, heads], 4));
         let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
@@ -83,7 +68,7 @@ impl Buffers {
         let partial_layout = checked("partial", plan.partial_layout());
         // sm_90a keeps the streamed running O^T in registers and writes it after the last
         // tile, when the KV tile's bytes are free.
-        let partial = if plan.streamed() && plan.target() == Target::Sm100a {
+        let partial = if plan.streamed() && plan.target() == dsl_core::Target::Sm100a {
             smem_tile("partial", partial_layout)
         } else {
             kv.view(partial_layout)
@@ -93,7 +78,6 @@ impl Buffers {
             partial,
             q,
             p,
-            p_and_scores,
             valid,
             red_max,
             red_sum,

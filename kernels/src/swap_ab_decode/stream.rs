@@ -29,23 +29,21 @@
 //! (32 KiB) beside the KV tile within the shared-memory budget; 32 heads take two CTAs,
 //! which read the same records (the second from L2 when the two run together).
 
-use dsl_core::Target;
-use dsl_core::arch::copy::cp_async_wait;
 use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
-use dsl_core::trace::{Pred, SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
+use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
+use super::TILE;
 use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
-    read_staged, stage_records, staged_layout, store_cos_sin, store_query, store_tile,
+    store_cos_sin, store_query, store_tile,
 };
 use super::kernel::{Ctx, score_tile, sum_columns};
 use super::merge::{merge_and_store, pull_partials};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::smem::plain;
 use super::softmax::{Reference, fold_running, reset_running};
-use super::{FP8_RECORD, TILE};
 
 /// Stages 1 to 10 of a token's CTA.
 #[device]
@@ -71,19 +69,10 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         (&ctx.swa, swa_limit, plan.swa_tiles),
         (&ctx.extra, extra_limit, plan.extra_tiles),
     ];
-    // sm_90a stages the next tile's records in shared memory; sm_100a, whose partial takes
-    // its own 32 KiB, has no room for them and keeps them in registers.
-    let records = (plan.target() == Target::Sm90a)
-        .then(|| smem_tile("records", plain(&[TILE as i64, FP8_RECORD as i64], 1)));
     let mut done = Val::<u32>::constant(0);
     for (list, limit, tiles) in lists {
         if tiles > 0 {
-            (running, done) = match &records {
-                Some(records) => {
-                    stream_list_staged(ctx, &mma, running, &rescale, records, list, limit, done)
-                }
-                None => stream_list_in_registers(ctx, &mma, running, &rescale, list, limit, done),
-            };
+            (running, done) = stream_list(ctx, &mma, running, &rescale, list, limit, done);
         }
     }
 
@@ -103,13 +92,11 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     mma.release(warp);
 }
 
-/// Streams the tiles of `list` whose first row is below `limit` into `running`, with each
-/// next tile's records loaded into registers during the current one; `done` counts the
-/// tiles already streamed (their mbarrier phases). Returns the running outputs and the
-/// count after these tiles.
+/// Streams the tiles of `list` whose first row is below `limit` into `running`; `done`
+/// counts the tiles already streamed (their mbarrier phases). Returns the running outputs
+/// and the count after these tiles.
 #[device]
-#[allow(clippy::too_many_arguments)]
-fn stream_list_in_registers<'m>(
+fn stream_list<'m>(
     ctx: &Ctx<'_>,
     mma: &'m Mma,
     running: RunningOutputs<'m>,
@@ -118,12 +105,12 @@ fn stream_list_in_registers<'m>(
     limit: Val<i32>,
     done: Val<u32>,
 ) -> (RunningOutputs<'m>, Val<u32>) {
-    let (buf, tid) = (ctx.buf, ctx.tid);
+    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
     let rows = TILE as u32;
     let map = RowMap::new(tid, rows);
 
     stage("2: the list's first tile into registers");
-    let live_tiles = tiles_below(limit);
+    let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
     let mut next = gather(
         list,
         &map,
@@ -140,87 +127,17 @@ fn stream_list_in_registers<'m>(
         // The MMAs read what the threads stored: make it visible to the async proxy.
         fence_proxy_async_shared();
         sync_threads();
-        running = attend(ctx, mma, running, rescale, done & 1u32);
+        let parity = done & 1u32;
+
+        let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
+        stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
+        running = running.add_tile(plan, buf, warp, rescale);
+        sum_columns(ctx, &probs);
+
+        stage("6: running statistics; the tile's O^T is in the running outputs");
+        fold_running(plan, buf, rescale, tid);
+        running.fold_tile(plan, buf, warp, parity, rescale);
         done += 1u32;
     }
     (running, done)
-}
-
-/// [`stream_list_in_registers`] with each next tile's records copied into shared memory
-/// (`records`, [`staged_layout`]) by `cp.async` during the current one, and the slot ids
-/// of the tile after that loaded meanwhile: no record is held in registers, so the copies
-/// are issued a whole tile ahead of their use.
-#[device]
-#[allow(clippy::too_many_arguments)]
-fn stream_list_staged<'m>(
-    ctx: &Ctx<'_>,
-    mma: &'m Mma,
-    running: RunningOutputs<'m>,
-    rescale: &SmemTile,
-    records: &SmemTile,
-    list: &KvList,
-    limit: Val<i32>,
-    done: Val<u32>,
-) -> (RunningOutputs<'m>, Val<u32>) {
-    let (buf, tid) = (ctx.buf, ctx.tid);
-    let rows = TILE as u32;
-    let map = RowMap::new(tid, rows);
-    let raw = records.view(staged_layout(list));
-
-    stage("2: the list's first tile's records into shared memory, the next tile's slot ids");
-    let live_tiles = tiles_below(limit);
-    let mut valid = Pred::constant(false);
-    if live_tiles > 0u32 {
-        let first = load_slot(list, ctx.token, &map, Val::constant(0));
-        valid = stage_records(&raw, list, &map, &first, limit);
-    }
-    let mut slot = load_slot(list, ctx.token, &map, Val::constant(rows));
-    let mut running = running;
-    let mut done = done;
-    for t in dyn_range(0u32, live_tiles) {
-        stage("2: this tile's records have landed: dequant into shared memory");
-        cp_async_wait(0);
-        sync_threads();
-        store_tile(buf, list, &map, &read_staged(&raw, list, &map, valid), tid);
-        // The MMAs read what the threads stored: make it visible to the async proxy.
-        fence_proxy_async_shared();
-        sync_threads();
-        if t + 1u32 < live_tiles {
-            stage("2: the next tile's records into shared memory, the slot ids after them");
-            valid = stage_records(&raw, list, &map, &slot, limit);
-            slot = load_slot(list, ctx.token, &map, (t + 2u32) * rows);
-        }
-        running = attend(ctx, mma, running, rescale, done & 1u32);
-        done += 1u32;
-    }
-    (running, done)
-}
-
-/// The tiles of a list whose first row is below `limit`.
-#[device]
-fn tiles_below(limit: Val<i32>) -> Val<u32> {
-    let rows = TILE as u32;
-    (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows
-}
-
-/// Stages 3-6 of a streamed tile whose KV rows are in shared memory; `parity` is its
-/// mbarrier phase (sm_100a).
-#[device]
-fn attend<'m>(
-    ctx: &Ctx<'_>,
-    mma: &Mma,
-    running: RunningOutputs<'m>,
-    rescale: &SmemTile,
-    parity: Val<u32>,
-) -> RunningOutputs<'m> {
-    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
-    let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
-    stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
-    let running = running.add_tile(plan, buf, warp, rescale);
-    sum_columns(ctx, &probs);
-
-    stage("6: running statistics; the tile's O^T is in the running outputs");
-    fold_running(plan, buf, rescale, tid);
-    running.fold_tile(plan, buf, warp, parity, rescale);
-    running
 }
