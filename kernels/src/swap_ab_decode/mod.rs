@@ -2,11 +2,17 @@
 //! sliding-window list and a compressed list of paged KV rows, with an attention sink, and
 //! writes MXFP8 in the o-fused layout.
 //!
-//! Host side, GPU-free, shared by every engine that runs the kernel:
-//! - layouts: [`record`] (V4.1 fp8 / NVFP4 records), [`cache`] (paged caches), [`query`]
-//!   (chunk-interleaved Q), [`output`] (o-fused MXFP8 with strided scales);
-//! - [`problem::DecodeProblem`]: one launch's inputs and output buffers;
-//! - with the `testing` feature: `reference()`, the op in f64; `compare`, the SPEC's
+//! The folders are the design:
+//! - [`device`]: the kernel, traced once per [`CompileKey`] for either target: the entry
+//!   points and the two schedules (split, streamed), the loads and dequant, the MMA stage,
+//!   the softmax, the merge and epilogue, the shared-memory map;
+//! - [`formats`]: the tensors both sides agree on, GPU-free: [`record`] (V4.1 fp8 / NVFP4
+//!   records), [`cache`] (paged caches), [`query`] (chunk-interleaved Q), [`output`]
+//!   (o-fused MXFP8 with strided scales);
+//! - [`host`]: what a serving engine calls: [`SwapAbDecode`] (compile, check, launch),
+//!   [`dispatch()`] (the key and schedule for a layer and a token count), [`engine`] (GPU or
+//!   interpreter runs of a [`problem::DecodeProblem`]), [`resources`] (ptxas figures);
+//! - `testing` (the `testing` feature): `reference()`, the op in f64; `compare`, the SPEC's
 //!   numerics contract as a report; `cases`, named edge cases and seeded realistic cases;
 //!   `case_file`, one case per `.safetensors` file, readable from PyTorch. A serving build
 //!   leaves them (and their dependencies) out.
@@ -16,33 +22,19 @@
 
 #![doc = include_str!("resources.md")]
 
-pub mod cache;
-#[cfg(feature = "testing")]
-pub mod case_file;
-#[cfg(feature = "testing")]
-pub mod cases;
-pub mod dispatch;
-pub mod engine;
+pub mod device;
+pub mod formats;
 pub mod host;
-mod inputs;
-pub mod kernel;
 pub mod key;
-mod merge;
-mod mma;
 #[cfg(feature = "testing")]
-pub mod numerics;
-pub mod output;
-pub mod plan;
-pub mod problem;
-pub mod query;
-pub mod record;
+pub mod testing;
+
+// The modules under their short names, as the rest of the crate and its users name them.
+pub use device::{kernel, plan};
+pub use formats::{cache, output, query, record};
+pub use host::{dispatch, engine, problem, resources};
 #[cfg(feature = "testing")]
-pub mod reference;
-pub mod resources;
-mod smem;
-mod softmax;
-mod split;
-mod stream;
+pub use testing::{case_file, cases, numerics, reference};
 
 pub use cache::PagedCache;
 #[cfg(feature = "testing")]

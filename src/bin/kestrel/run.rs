@@ -471,7 +471,7 @@ mod tests {
                 op: "ld.shared",
                 stage: Some("4: softmax down each head's column".into()),
                 loc: SourceLoc {
-                    file: "kernels/src/swap_ab_decode/softmax.rs",
+                    file: "kernels/src/swap_ab_decode/device/softmax.rs",
                     line: 36,
                     column: 18,
                 },

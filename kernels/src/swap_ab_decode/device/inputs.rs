@@ -13,11 +13,11 @@ use dsl_core::trace::{Index, Pred, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
-use super::cache::{self, CHUNK_BYTES};
 use super::plan::{HeadGroup, Plan};
-use super::query::{self, CHUNK};
 use super::smem::Buffers;
-use super::{ExtraRecord, HEAD_DIM, ROPE_START, THREADS, TILE};
+use crate::swap_ab_decode::cache::{self, CHUNK_BYTES};
+use crate::swap_ab_decode::query::{self, CHUNK};
+use crate::swap_ab_decode::{ExtraRecord, HEAD_DIM, ROPE_START, THREADS, TILE};
 
 /// One of the two slot lists and its paged cache.
 pub struct KvList {

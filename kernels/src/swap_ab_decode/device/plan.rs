@@ -4,8 +4,8 @@
 use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
 
-use super::key::Schedule;
-use super::{CompileKey, HEAD_DIM, THREADS, TILE};
+use crate::swap_ab_decode::key::Schedule;
+use crate::swap_ab_decode::{CompileKey, HEAD_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
 #[derive(Clone, Debug)]

@@ -33,7 +33,7 @@ use super::kernel::{Ctx, score_tile, sum_columns};
 use super::merge::{gather_stats, merge_and_store, pull_partials};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
-use super::{SWA_ROWS, TILE};
+use crate::swap_ab_decode::{SWA_ROWS, TILE};
 
 /// Stages 1 to 10 of a CTA's one tile.
 #[device]

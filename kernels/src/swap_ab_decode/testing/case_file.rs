@@ -103,13 +103,13 @@ use half::bf16;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView, View};
 use thiserror::Error;
 
-use super::cache::PagedCache;
 use super::cases::DecodeCase;
-use super::output::{OutputBuffers, OutputLayout};
-use super::problem::{DecodeProblem, ProblemError, SlotList};
-use super::query::QueryBuffer;
 use super::reference::ReferenceOutput;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, ROPE_DIM, Schedule};
+use crate::swap_ab_decode::cache::PagedCache;
+use crate::swap_ab_decode::output::{OutputBuffers, OutputLayout};
+use crate::swap_ab_decode::problem::{DecodeProblem, ProblemError, SlotList};
+use crate::swap_ab_decode::query::QueryBuffer;
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, HEAD_DIM, ROPE_DIM, Schedule};
 
 /// Value of the `kestrel.case` metadata key this module writes and reads.
 pub const FORMAT: &str = "swap_ab_decode/1";

@@ -4,13 +4,13 @@
 
 use std::fmt;
 
-use super::HEAD_DIM;
-use super::output::{
-    CHUNKS_PER_HEAD, GROUP_CODES, GROUP_SCALE_WORDS, OutputBuffers, live_groups, o_fused_unit,
-};
 use super::reference::ReferenceOutput;
 use crate::formats::e4m3;
 use crate::formats::mxfp8::{self, BLOCK};
+use crate::swap_ab_decode::HEAD_DIM;
+use crate::swap_ab_decode::output::{
+    CHUNKS_PER_HEAD, GROUP_CODES, GROUP_SCALE_WORDS, OutputBuffers, live_groups, o_fused_unit,
+};
 
 /// Largest share of output codes that may differ from the reference (each by one step).
 pub const MAX_DIFFERING_CODES: f64 = 0.02;

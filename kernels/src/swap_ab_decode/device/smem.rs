@@ -5,7 +5,7 @@ use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
-use super::{ROPE_DIM, THREADS, TILE};
+use crate::swap_ab_decode::{ROPE_DIM, THREADS, TILE};
 
 /// Every shared buffer of the kernel.
 pub struct Buffers {

@@ -1,13 +1,13 @@
 //! The SwapAB decode kernel, written once for sm_100a (tcgen05 MMA into tensor memory) and
-//! sm_90a (wgmma into registers); only the MMA stages differ by target ([`super::mma`]).
+//! sm_90a (wgmma into registers); only the MMA stages differ by target (`mma.rs`).
 //! 512 threads a CTA; 8 heads are computed as 16, the padding never loaded or stored.
 //!
 //! Two schedules share every stage (loads, dequant, MMAs, softmax, merge, epilogue), and
-//! the key picks one ([`super::Schedule`]):
-//! - [`super::split`]: grid (C, s_q, G), a cluster of C CTAs per token, one KV tile each,
+//! the key picks one ([`crate::swap_ab_decode::Schedule`]):
+//! - split (`split.rs`): grid (C, s_q, G), a cluster of C CTAs per token, one KV tile each,
 //!   merged over distributed shared memory. The shortest dependent chain per token: for
 //!   steps whose tokens do not fill the GPU.
-//! - [`super::stream`]: grid (1, s_q, G), one CTA per token and group of 16 heads streams
+//! - streamed (`stream.rs`): grid (1, s_q, G), one CTA per token and group of 16 heads streams
 //!   the token's tiles through a two-deep software pipeline with an online softmax. Each
 //!   SM's chain of tiles keeps the next tile's records in flight: for steps with enough
 //!   tokens to fill the GPU.
@@ -31,7 +31,8 @@ use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::softmax::{Reference, column_sums, softmax_to_p};
-use super::{CompileKey, ExtraRecord, Schedule, THREADS, split, stream};
+use super::{split, stream};
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, Schedule, THREADS};
 
 /// The decode kernel for `key`. Its runtime parameters are the tensors of the decode call
 /// (see the module docs of [`super`]) and `scale_log2 = softmax_scale * log2(e)`.

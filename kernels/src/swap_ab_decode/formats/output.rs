@@ -14,9 +14,9 @@ use dsl_core::tensor::{self, Global};
 use dsl_core::trace::{E4m3, Tensor};
 
 use super::cache::flat_strides;
-use super::problem::ProblemError;
-use super::{HEAD_DIM, WV_GROUP_SIZE};
 use crate::formats::mxfp8::{self, BLOCK};
+use crate::swap_ab_decode::problem::ProblemError;
+use crate::swap_ab_decode::{HEAD_DIM, WV_GROUP_SIZE};
 
 /// e4m3 codes per (token, group): 8 heads of 512 dims.
 pub const GROUP_CODES: usize = WV_GROUP_SIZE * HEAD_DIM;

@@ -10,7 +10,7 @@ use dsl_core::Target;
 use dsl_core::emit::ptx::emit;
 use dsl_core::ptxas::{self, PtxasError};
 
-use super::{snapshot_keys, swap_ab_decode, variant_keys};
+use crate::swap_ab_decode::{snapshot_keys, swap_ab_decode, variant_keys};
 
 /// The file's path, relative to the `kernels` crate.
 pub const RESOURCES_FILE: &str = "src/swap_ab_decode/resources.md";

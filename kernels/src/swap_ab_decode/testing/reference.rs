@@ -8,10 +8,10 @@
 
 use std::thread;
 
-use super::output::OutputBuffers;
-use super::problem::{DecodeProblem, ProblemError};
-use super::{HEAD_DIM, ROPE_DIM, ROPE_START, record};
 use crate::formats::bf16;
+use crate::swap_ab_decode::output::OutputBuffers;
+use crate::swap_ab_decode::problem::{DecodeProblem, ProblemError};
+use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM, ROPE_START, record};
 
 /// Pairs of RoPE dims: pair f rotates dims 448 + 2f and 448 + 2f + 1.
 const ROPE_PAIRS: usize = ROPE_DIM / 2;

@@ -9,11 +9,11 @@ use dsl_core::layout::IntTuple;
 use dsl_core::trace::{E4m3, Index, Tensor, Val};
 use dsl_macros::device;
 
-use super::output::{self, SCALE_WORD_BYTES};
 use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
-use super::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 use crate::formats::{e4m3, mxfp8};
+use crate::swap_ab_decode::output::{self, SCALE_WORD_BYTES};
+use crate::swap_ab_decode::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 
 /// Values of a 32-dim unit each of its threads merges and stores.
 const VALUES_PER_THREAD: u32 = mxfp8::BLOCK as u32 / THREADS_PER_UNIT;

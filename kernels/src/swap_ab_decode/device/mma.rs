@@ -40,7 +40,7 @@ use half::bf16;
 
 use super::plan::Plan;
 use super::smem::{Buffers, checked};
-use super::{HEAD_DIM, SWA_ROWS, TILE};
+use crate::swap_ab_decode::{HEAD_DIM, SWA_ROWS, TILE};
 
 /// K-steps (16 rows of the KV tile each) of an SWA tile and of a compressed one.
 const SWA_STEPS: i64 = (SWA_ROWS / 16) as i64;

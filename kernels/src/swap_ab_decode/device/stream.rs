@@ -34,7 +34,6 @@ use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
-use super::TILE;
 use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
     store_cos_sin, store_query, store_tile,
@@ -44,6 +43,7 @@ use super::merge::{merge_and_store, pull_partials};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::smem::plain;
 use super::softmax::{Reference, fold_running, reset_running};
+use crate::swap_ab_decode::TILE;
 
 /// Stages 1 to 10 of a token's CTA.
 #[device]

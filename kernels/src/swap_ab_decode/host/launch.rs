@@ -73,13 +73,13 @@ use dsl_core::layout::{Int, StaticOnly};
 use dsl_core::trace::{E4m3, Element};
 
 use super::dispatch::{LayerShape, dispatch, warmup_keys};
-use super::key::check_heads;
-use super::query::{self, CHUNK};
-use super::{
+use crate::swap_ab_decode::key::check_heads;
+use crate::swap_ab_decode::query::{self, CHUNK};
+use crate::swap_ab_decode::{
     CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, Schedule,
     WV_GROUP_SIZE, entry_name, trace_entry,
 };
-use super::{cache, output};
+use crate::swap_ab_decode::{cache, output};
 
 /// Most tokens one launch takes: the grid's y dimension.
 pub const MAX_TOKENS: usize = 65535;
@@ -269,7 +269,7 @@ pub struct DecodeArgs {
     /// bf16 Q, chunk-interleaved, described as what it is in memory: `[s_q, 32, HP, 16]`
     /// (token, 16-dim chunk, padded head, dim in the chunk), strides
     /// `[>= HP * 512, HP * 16, 16, 1]`. A row-major `[s_q, HP, 512]` q is refused: repack it
-    /// ([`QueryBuffer::pack`](super::query::QueryBuffer::pack) does it on the host).
+    /// ([`QueryBuffer::pack`](crate::swap_ab_decode::query::QueryBuffer::pack) does it on the host).
     pub q: DeviceTensor,
     /// `[num_blocks, page, 528]` u8 fp8 records, strides `[>= page * 528, 528, 1]`.
     pub swa_cache: DeviceTensor,

@@ -3,11 +3,11 @@
 
 use thiserror::Error;
 
-use super::cache::PagedCache;
-use super::host::check_softmax_scale;
-use super::output::OutputBuffers;
-use super::query::QueryBuffer;
-use super::{CompileKey, ExtraRecord, KeyError, ROPE_DIM};
+use super::launch::check_softmax_scale;
+use crate::swap_ab_decode::cache::PagedCache;
+use crate::swap_ab_decode::output::OutputBuffers;
+use crate::swap_ab_decode::query::QueryBuffer;
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, ROPE_DIM};
 
 /// Why a [`DecodeProblem`] (or a case file holding one) cannot be run.
 #[derive(Clone, Debug, PartialEq, Error)]

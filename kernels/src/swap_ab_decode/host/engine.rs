@@ -11,14 +11,14 @@ use dsl_core::interp::{self, Arg, BufferId, InterpError, Launch, Memory, Options
 use dsl_core::jit::{Device, JitError};
 use dsl_core::trace::TraceError;
 
-use super::cache::PagedCache;
-use super::host::{
+use super::launch::{
     CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode, check_softmax_scale,
 };
-use super::output::OutputBuffers;
 use super::problem::{DecodeProblem, SlotList};
-use super::query::{self, CHUNK};
-use super::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
+use crate::swap_ab_decode::cache::PagedCache;
+use crate::swap_ab_decode::output::OutputBuffers;
+use crate::swap_ab_decode::query::{self, CHUNK};
+use crate::swap_ab_decode::{CompileKey, HEAD_DIM, LOG2E, ROPE_DIM, trace_entry};
 
 /// Which engine ran the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use thiserror::Error;
 
-use super::{ExtraRecord, HEAD_DIM};
+use crate::swap_ab_decode::{ExtraRecord, HEAD_DIM};
 use half::bf16;
 
 use crate::formats::{self, e2m1, e4m3, mxfp8, ue8m0};
@@ -140,8 +140,8 @@ pub fn decode_bf16(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FP4_RECORD, FP8_RECORD};
     use super::*;
+    use crate::swap_ab_decode::crate::swap_ab_decode::{FP4_RECORD, FP8_RECORD};
 
     fn ramp(scale: f32) -> [f32; HEAD_DIM] {
         std::array::from_fn(|d| {

@@ -3,8 +3,8 @@
 
 use dsl_core::Target;
 
-use super::key::STREAMED_FROM_TOKENS;
-use super::{CompileKey, ExtraRecord, KeyError, Schedule};
+use crate::swap_ab_decode::key::STREAMED_FROM_TOKENS;
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
 /// a grid dimension, so one kernel serves every decode step).

@@ -9,9 +9,9 @@ use dsl_core::tensor::{self, Global};
 use dsl_core::trace::Tensor;
 
 use super::cache::flat_strides;
-use super::problem::ProblemError;
-use super::{HEAD_DIM, ROPE_DIM};
 use crate::formats::bf16::bf16;
+use crate::swap_ab_decode::problem::ProblemError;
+use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM};
 
 /// Dims per interleaved chunk.
 pub const CHUNK: usize = 16;

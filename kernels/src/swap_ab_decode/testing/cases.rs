@@ -12,11 +12,11 @@
 use dsl_core::Target;
 use half::bf16;
 
-use super::cache::PagedCache;
-use super::output::{GROUP_SCALE_WORDS, OutputBuffers, OutputLayout, live_groups};
-use super::problem::{DecodeProblem, ProblemError, SlotList};
-use super::query::QueryBuffer;
-use super::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM, Schedule};
+use crate::swap_ab_decode::cache::PagedCache;
+use crate::swap_ab_decode::output::{GROUP_SCALE_WORDS, OutputBuffers, OutputLayout, live_groups};
+use crate::swap_ab_decode::problem::{DecodeProblem, ProblemError, SlotList};
+use crate::swap_ab_decode::query::QueryBuffer;
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM, Schedule};
 
 /// A named problem.
 #[derive(Clone, Debug, PartialEq)]
@@ -976,7 +976,7 @@ mod tests {
         for (list, cache) in [(&p.swa, &p.swa_cache), (&p.extra, &p.extra_cache)] {
             for i in 0..list.limit(b) {
                 if let Some(slot) = cache.slot(list.id(b, i)) {
-                    rows.push(super::super::record::decode(
+                    rows.push(crate::swap_ab_decode::super::record::decode(
                         cache.format,
                         cache.record(slot),
                     ));

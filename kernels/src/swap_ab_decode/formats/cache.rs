@@ -5,8 +5,8 @@ use dsl_core::layout::{DynInt, Int, IntTuple, Layout, StaticOnly};
 use dsl_core::tensor::{self, Global};
 use dsl_core::trace::Tensor;
 
-use super::problem::ProblemError;
-use super::{ExtraRecord, HEAD_DIM, record};
+use crate::swap_ab_decode::problem::ProblemError;
+use crate::swap_ab_decode::{ExtraRecord, HEAD_DIM, record};
 
 /// Bytes of the chunks a record is gathered in (one 16-byte load each).
 pub const CHUNK_BYTES: i64 = 16;
