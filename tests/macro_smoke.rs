@@ -46,3 +46,28 @@ fn macro_kernel_traces() {
     let m = dsl_core::emit::ptx::emit(&k).unwrap();
     println!("{}", m.text);
 }
+
+/// A parameter struct: its fields become the kernel's parameters, in order.
+#[derive(dsl_macros::KernelParam)]
+struct CopyParams {
+    src: Tensor<u32, 1>,
+    dst: Tensor<u32, 1>,
+    n: Val<u32>,
+}
+
+#[kernel]
+fn copy_with_params(params: CopyParams, scale: Val<u32>) {
+    threads(32, 1, 1);
+    let tid = thread_idx_x();
+    if tid < params.n {
+        let x: Val<u32> = load(params.src.base() + tid.mul_wide(4));
+        store(params.dst.base() + tid.mul_wide(4), x * scale);
+    }
+}
+
+#[test]
+fn a_parameter_struct_declares_its_fields_in_order() {
+    let kernel = copy_with_params(Target::Sm90a).expect("traces");
+    let names: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["src", "dst", "n", "scale"]);
+}

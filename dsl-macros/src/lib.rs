@@ -9,6 +9,7 @@
 mod analysis;
 mod carry;
 mod kernel;
+mod params;
 mod rewrite;
 
 use proc_macro::TokenStream;
@@ -37,4 +38,13 @@ pub fn device(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(Carry)]
 pub fn derive_carry(item: TokenStream) -> TokenStream {
     carry::derive(item.into()).into()
+}
+
+/// Derives `KernelParam` for a struct with named fields that all implement it: a kernel
+/// parameter of the struct's type declares each field, in order, as a PTX parameter named
+/// after the field. Entry points that share a parameter list (a production and a debug
+/// entry) write it once, as the struct.
+#[proc_macro_derive(KernelParam)]
+pub fn derive_kernel_param(item: TokenStream) -> TokenStream {
+    params::derive(item.into()).into()
 }

@@ -360,7 +360,6 @@ pub fn store_tile(buf: &Buffers, list: &KvList, map: &RowMap, tile: &Gathered, t
 /// flag of each row and the cos|sin row. Returns whether the tile has any row inside the
 /// list's length (the same in every thread).
 #[device]
-#[allow(clippy::too_many_arguments)]
 pub fn stage_inputs(
     plan: &Plan,
     list: &KvList,

@@ -22,7 +22,7 @@ use dsl_core::trace::{
     E4m3, Tensor, TraceError, Val, cluster_dims, current_target, min_ctas_per_sm, stage, threads,
     trace_error,
 };
-use dsl_macros::{device, kernel};
+use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
@@ -35,40 +35,10 @@ use super::{split, stream};
 use crate::swap_ab_decode::{CompileKey, ExtraRecord, Schedule, THREADS};
 
 /// The decode kernel for `key`. Its runtime parameters are the tensors of the decode call
-/// (see the module docs of [`super`]) and `scale_log2 = softmax_scale * log2(e)`.
+/// (see the module docs of [`crate::swap_ab_decode`]) and `scale_log2 = softmax_scale *
+/// log2(e)`, [`DecodeParams`] in order.
 #[kernel(name = "swap_ab_decode")]
-#[allow(clippy::too_many_arguments)]
-pub fn swap_ab_decode(
-    #[comptime] key: &CompileKey,
-    q: Tensor<bf16, 3>,
-    swa_cache: Tensor<u8, 3>,
-    swa_idx: Tensor<i32, 2>,
-    swa_len: Tensor<i32, 1>,
-    extra_cache: Tensor<u8, 3>,
-    extra_idx: Tensor<i32, 2>,
-    extra_len: Tensor<i32, 1>,
-    positions: Tensor<i64, 1>,
-    cos_sin: Tensor<f32, 2>,
-    sink: Tensor<f32, 1>,
-    out: Tensor<E4m3, 3>,
-    out_scale: Tensor<i32, 3>,
-    scale_log2: Val<f32>,
-) {
-    let params = DecodeParams {
-        q,
-        swa_cache,
-        swa_idx,
-        swa_len,
-        extra_cache,
-        extra_idx,
-        extra_len,
-        positions,
-        cos_sin,
-        sink,
-        out,
-        out_scale,
-        scale_log2,
-    };
+pub fn swap_ab_decode(#[comptime] key: &CompileKey, params: DecodeParams) {
     decode(key, &params, None);
 }
 
@@ -94,43 +64,17 @@ pub fn trace_entry(key: &CompileKey, debug: bool) -> Result<Kernel, TraceError> 
 /// MXFP8 cast (after the inverse RoPE) to `precast` `[s_q, H, 512]`, so that engines can
 /// check it against the reference's pre-cast values.
 #[kernel(name = "swap_ab_decode_debug")]
-#[allow(clippy::too_many_arguments)]
 pub fn swap_ab_decode_debug(
     #[comptime] key: &CompileKey,
-    q: Tensor<bf16, 3>,
-    swa_cache: Tensor<u8, 3>,
-    swa_idx: Tensor<i32, 2>,
-    swa_len: Tensor<i32, 1>,
-    extra_cache: Tensor<u8, 3>,
-    extra_idx: Tensor<i32, 2>,
-    extra_len: Tensor<i32, 1>,
-    positions: Tensor<i64, 1>,
-    cos_sin: Tensor<f32, 2>,
-    sink: Tensor<f32, 1>,
-    out: Tensor<E4m3, 3>,
-    out_scale: Tensor<i32, 3>,
-    scale_log2: Val<f32>,
+    params: DecodeParams,
     precast: Tensor<f32, 3>,
 ) {
-    let params = DecodeParams {
-        q,
-        swa_cache,
-        swa_idx,
-        swa_len,
-        extra_cache,
-        extra_idx,
-        extra_len,
-        positions,
-        cos_sin,
-        sink,
-        out,
-        out_scale,
-        scale_log2,
-    };
     decode(key, &params, Some(precast));
 }
 
-/// The runtime parameters of both entry points.
+/// The runtime parameters of both entry points, one PTX parameter a field in this order
+/// (what the host's launch arguments follow).
+#[derive(KernelParam)]
 pub struct DecodeParams {
     pub q: Tensor<bf16, 3>,
     pub swa_cache: Tensor<u8, 3>,

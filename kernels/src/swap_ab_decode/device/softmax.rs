@@ -36,7 +36,6 @@ pub enum Reference<'a> {
 /// `reference` says, written to P as bf16 hi and lo halves. Returns the fp32 probabilities
 /// for the column sums.
 #[device]
-#[allow(clippy::too_many_arguments)]
 pub fn softmax_to_p(
     plan: &Plan,
     buf: &Buffers,
