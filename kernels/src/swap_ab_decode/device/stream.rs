@@ -4,17 +4,19 @@
 //! comments:
 //!
 //! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
-//!    -> bf16 -> shared `[16, 512]`; the running statistics and partial start empty;
+//!    -> bf16 -> shared `[16, 512]`; the running statistics and outputs start empty;
 //! 2. per list, the first tile's slot ids and records into registers; then per tile whose
 //!    first row is inside the list's length (a runtime loop):
 //!    - KV dequant -> shared `[128, 512]` bf16 from the registers;
 //!    - the next tile's slot ids and records are issued into the same registers, so they
 //!      are in flight while this tile computes (the software pipeline: loads of tile
 //!      t + 1 overlap stages 3-6 of tile t);
-//!    - 3-5 as in the split schedule (S = KV . Q^T, softmax down each column with P =
-//!      hi + lo, O^T = V^T . P^T and the column sums);
-//!    - 6: the tile's (max, sum) fold into the running ones, and the partial `[16, 512]`
-//!      f32 (its own buffer) becomes partial * alpha + O * beta per head;
+//!    - 3-4 as in the split schedule (S = KV . Q^T, softmax down each column with P =
+//!      hi + lo), but against the running max M' = max(M, tile max): the column's first
+//!      thread records alpha = 2^(M - M') and M' for its heads;
+//!    - 5: O^T += V^T . P^T after the running O^T takes alpha per head, and the column
+//!      sums;
+//!    - 6: the running sum becomes alpha S + s and the running max M';
 //! 7. `griddepcontrol.launch_dependents`;
 //! 8. (with 9) the split schedule's merge with one peer, itself: the sink, the inverse
 //!    RoPE, the MXFP8 cast and the o-fused store of all of the group's units;
@@ -24,10 +26,20 @@
 //! runs a single tile from gather to merge leaves the SM idle while the records arrive;
 //! here the records of tile t + 1 are loaded during tile t's MMAs and softmax, and the
 //! per-token merge, epilogue and launch are paid once per token instead of once per tile.
-//! The accumulation order is fixed (SWA tiles, then compressed tiles, in row order), so
-//! the output is bitwise deterministic. The 16-head group keeps the running partial
-//! (32 KiB) beside the KV tile within the shared-memory budget; 32 heads take two CTAs,
-//! which read the same records (the second from L2 when the two run together).
+//! Taking each tile's probabilities against the running max (rather than the tile's own
+//! and rescaling two terms) lets a tile's O^T add to the running one unscaled: on sm_90a
+//! the running O^T is the wgmma accumulator itself, kept in registers across the tiles and
+//! scaled by alpha before each tile's MMA (32 multiplies a thread instead of a
+//! shared-memory partial read, scaled and written back every tile), and the partial is
+//! written once, over the KV tile. On sm_100a each tile's O^T lands in tensor memory and
+//! stage 6 folds it into a partial in its own shared-memory buffer (32 KiB). The
+//! accumulation order is fixed (SWA tiles, then compressed tiles, in row order), so the
+//! output is bitwise deterministic. 32 heads take two CTAs, which read the same records
+//! (the second from L2 when the two run together).
+//!
+//! Measured and not kept: staging the next tile's records in shared memory with
+//! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
+//! register loads (the README's performance section has the figures).
 
 use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
