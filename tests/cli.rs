@@ -460,3 +460,44 @@ fn run_writes_the_raw_outputs() {
         assert!(header.contains(name), "{name} missing from {header}");
     }
 }
+
+#[test]
+fn review_groups_pending_snapshots_and_accepts_them() {
+    let dir = scratch("review");
+    std::fs::create_dir_all(&dir).unwrap();
+    let header = "---\nsource: tests/snapshots_decode.rs\nexpression: module.text\n---\n";
+    for key in [SM90, SM100] {
+        let file = dir.join(format!("snapshots_decode__swap_ab_decode__{key}.snap"));
+        std::fs::write(&file, format!("{header}ld.shared\nbar.sync 0\n")).unwrap();
+        std::fs::write(
+            file.with_extension("snap.new"),
+            format!("{header}ld.shared\nbar.sync 1\n"),
+        )
+        .unwrap();
+    }
+    let dir_arg = dir.to_str().unwrap();
+    let listed = ok(&["review", "--dir", dir_arg, "--list"]);
+    assert!(
+        listed.contains("2 pending snapshots, 1 distinct changes"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("in 2 snapshot(s): {SM100}, {SM90}")),
+        "{listed}"
+    );
+    assert!(listed.contains("-bar.sync 0\n+bar.sync 1"), "{listed}");
+    let accepted = ok(&["review", "--dir", dir_arg, "--accept-all"]);
+    assert!(
+        accepted.contains("accepted 2, rejected 0, left pending 0"),
+        "{accepted}"
+    );
+    let file = dir.join(format!("snapshots_decode__swap_ab_decode__{SM90}.snap"));
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .ends_with("bar.sync 1\n")
+    );
+    let none = ok(&["review", "--dir", dir_arg]);
+    assert!(none.contains("no pending snapshots"), "{none}");
+    fails(&["review", "--dir", "/nonexistent/snapshots"], 1);
+}

@@ -39,6 +39,25 @@ pub enum Command {
     /// The table of registers, spills, shared memory and PTX lines of every snapshot and
     /// variant key (the kernel docs' resources.md).
     Resources(ResourcesArgs),
+    /// Review the pending snapshots a test run left: each distinct changed hunk once, with
+    /// the snapshots it appears in, accepted or rejected per group.
+    Review(ReviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// The folder of the snapshots (insta's `.snap` and pending `.snap.new` files).
+    #[arg(long, default_value = "tests/snapshots")]
+    pub dir: std::path::PathBuf,
+    /// Print every group and decide nothing.
+    #[arg(long, conflicts_with_all = ["accept_all", "reject_all"])]
+    pub list: bool,
+    /// Accept every group without asking.
+    #[arg(long, conflicts_with = "reject_all")]
+    pub accept_all: bool,
+    /// Reject every group without asking.
+    #[arg(long)]
+    pub reject_all: bool,
 }
 
 #[derive(Debug, Args)]
