@@ -141,7 +141,7 @@ pub fn decode_bf16(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::swap_ab_decode::crate::swap_ab_decode::{FP4_RECORD, FP8_RECORD};
+    use crate::swap_ab_decode::{FP4_RECORD, FP8_RECORD};
 
     fn ramp(scale: f32) -> [f32; HEAD_DIM] {
         std::array::from_fn(|d| {

@@ -976,7 +976,7 @@ mod tests {
         for (list, cache) in [(&p.swa, &p.swa_cache), (&p.extra, &p.extra_cache)] {
             for i in 0..list.limit(b) {
                 if let Some(slot) = cache.slot(list.id(b, i)) {
-                    rows.push(crate::swap_ab_decode::super::record::decode(
+                    rows.push(crate::swap_ab_decode::record::decode(
                         cache.format,
                         cache.record(slot),
                     ));
