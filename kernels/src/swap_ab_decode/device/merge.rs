@@ -72,7 +72,7 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     for k in 0..entries.div_ceil(THREADS as u32) {
         let i = (tid + THREADS as u32 * k).min(entries - 1);
         let peer = i / per_cta;
-        let at = buf.stats.base() + i * 4;
+        let at = buf.stats.at(i / plan.heads, i % plan.heads);
         let value: Val<f32> = load(at.in_cta(peer));
         store_if(at, value, peer != rank);
     }

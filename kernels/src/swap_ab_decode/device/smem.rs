@@ -5,7 +5,7 @@ use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
-use crate::swap_ab_decode::{ROPE_DIM, THREADS, TILE};
+use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM, THREADS, TILE};
 
 /// Every shared buffer of the kernel.
 pub struct Buffers {
@@ -99,10 +99,11 @@ impl Buffers {
     #[track_caller]
     pub fn zero_partial(&self, plan: &Plan, tid: Val<u32>) {
         let zero = Val::<u32>::constant(0);
-        let pieces = plan.heads * 512 * 4 / 16;
+        let dims = HEAD_DIM as u32;
+        let pieces = plan.heads * dims / 4;
         for z in 0..pieces / THREADS as u32 {
-            let addr = self.partial.base() + (tid + z * THREADS as u32) * 16;
-            store_vec(addr, [zero; 4]);
+            let first = (tid + z * THREADS as u32) * 4;
+            store_vec(self.partial.at(first / dims, first % dims), [zero; 4]);
         }
     }
 }
