@@ -9,7 +9,8 @@ use dsl_core::arch::memory::{load, store};
 use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::{block_idx_x, cluster_cta_rank, thread_idx_x};
-use dsl_core::trace::{Tensor, Val, cluster_dims, smem_alloc, threads};
+use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
+use dsl_core::trace::{Tensor, Val, cluster_dims, smem_alloc, smem_tile, threads};
 use dsl_macros::kernel;
 
 /// Threads per CTA (one buffer element each).
@@ -21,7 +22,16 @@ pub const THREADS: u32 = 128;
 pub fn cluster_exchange(#[comptime] cluster: u32, input: Tensor<u32, 1>, out: Tensor<u32, 1>) {
     threads(THREADS, 1, 1);
     cluster_dims(cluster, 1, 1);
-    let buffer = smem_alloc("buffer", THREADS * 4, 16);
+    let buffer = smem_tile(
+        "buffer",
+        ComposedLayout::new(
+            Swizzle::NONE,
+            0,
+            Layout::row_major(&[Int::Static(i64::from(THREADS))]),
+            4,
+        )
+        .expect("an unswizzled layout composes"),
+    );
     let barrier = Mbarrier::at(smem_alloc("filled", 8, 8).addr());
     let tid = thread_idx_x();
     let cta = block_idx_x();
@@ -35,8 +45,8 @@ pub fn cluster_exchange(#[comptime] cluster: u32, input: Tensor<u32, 1>, out: Te
 
     grid_dependency_wait();
     let global = cta * THREADS + tid;
-    let v: Val<u32> = load(input.base() + global.mul_wide(4));
-    let slot = buffer.addr() + tid * 4;
+    let v: Val<u32> = load(input.view([Some(1)]).at(global));
+    let slot = buffer.at1(tid);
     store(slot, v * (rank + 1));
     barrier.arrive();
     barrier.wait(0u32);
@@ -47,7 +57,7 @@ pub fn cluster_exchange(#[comptime] cluster: u32, input: Tensor<u32, 1>, out: Te
     let peer = (rank + 1) % cluster;
     let from_peer: Val<u32> = load(slot.in_cta(peer));
     launch_dependents();
-    store(out.base() + global.mul_wide(4), from_peer + rank);
+    store(out.view([Some(1)]).at(global), from_peer + rank);
 
     // Nobody exits while a peer may still read its shared memory.
     cluster_arrive_relaxed();

@@ -29,8 +29,7 @@ pub fn divergent_loop(
     let cta = block_idx_x();
     let i = cta * THREADS + thread_idx_x();
     if i < n {
-        let at = i.mul_wide(4);
-        let first: Val<u32> = load(start.base() + at);
+        let first: Val<u32> = load(start.view([Some(1)]).at(i));
         let mut x = first;
         let mut steps = Val::<u32>::constant(0);
         let mut peak = x;
@@ -54,9 +53,9 @@ pub fn divergent_loop(
             }
             x += 1;
         }
-        store(steps_out.base() + at, steps);
-        store(peak_out.base() + at, peak);
-        store(mix_out.base() + at, mix + kept * 1000 + x * 7);
+        store(steps_out.view([Some(1)]).at(i), steps);
+        store(peak_out.view([Some(1)]).at(i), peak);
+        store(mix_out.view([Some(1)]).at(i), mix + kept * 1000 + x * 7);
     }
 }
 

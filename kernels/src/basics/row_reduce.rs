@@ -29,11 +29,11 @@ pub fn row_reduce(
     let row = cta * WARPS + warp_id();
     let lane = lane_id();
     let live = row < rows;
-    let row_base = x.base() + row.mul_wide(cols * 4);
+    let x = x.view([None, Some(1)]);
     let mut values = Vec::new();
     for piece in 0..cols / 128 {
-        let addr = row_base + (lane * 16 + piece * 512);
-        let v: [Val<f32>; 4] = load_vec_if(addr, live, 0.0f32, LoadOpts { nc: true });
+        let at = x.at((row, lane * 4 + piece * 128));
+        let v: [Val<f32>; 4] = load_vec_if(at, live, 0.0f32, LoadOpts { nc: true });
         values.extend(v);
     }
     let mut max = values[0];
@@ -52,9 +52,8 @@ pub fn row_reduce(
         sum += shfl_xor(sum, shift);
     }
     let first_lane = live & (lane == 0);
-    let at = row.mul_wide(4);
-    store_if(max_out.base() + at, max, first_lane);
-    store_if(sum_out.base() + at, sum, first_lane);
+    store_if(max_out.view([Some(1)]).at(row), max, first_lane);
+    store_if(sum_out.view([Some(1)]).at(row), sum, first_lane);
 }
 
 /// The host computation the kernel must match (to the ex2 approximation's precision).

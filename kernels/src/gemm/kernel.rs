@@ -177,10 +177,10 @@ fn ring(name: &str, rows: u32, stages: u32) -> SmemTile {
     smem_tile(name, layout)
 }
 
-/// Stage `st`'s slot of a ring of `bytes`-sized stages.
+/// The first byte of stage `st` of a ring of `[rows, 64]` tiles (where its TMA box lands).
 #[device]
-fn stage_of(ring: &SmemTile, st: &PipelineState, bytes: u32) -> Smem {
-    ring.base() + st.index() * bytes
+fn stage_of(ring: &SmemTile, rows: u32, st: &PipelineState) -> Smem {
+    stage_tile(ring, rows, st).at((0u32, 0u32))
 }
 
 /// The producer warpgroup: warp 0's elected thread loads every K-block of every tile.
@@ -199,12 +199,12 @@ fn produce(g: &Gemm) {
                     let full = pipe.producer_acquire(&st);
                     let k0 = kt * TILE_K;
                     g.a.load(
-                        stage_of(&g.a_ring, &st, tiling.a_stage_bytes()),
+                        stage_of(&g.a_ring, tiling.tile_m, &st),
                         [k0.into(), row.into()],
                         full,
                     );
                     g.b.load(
-                        stage_of(&g.b_ring, &st, tiling.b_stage_bytes()),
+                        stage_of(&g.b_ring, tiling.tile_n, &st),
                         [k0.into(), col.into()],
                         full,
                     );
