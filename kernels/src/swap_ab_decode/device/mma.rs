@@ -187,7 +187,7 @@ impl Mma {
                 stage.outputs(plan, buf, warp, rows);
                 Outputs::InTensorMemory(stage)
             }
-            Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rows)),
+            Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rows, None)),
         }
     }
 
@@ -321,12 +321,7 @@ impl RunningOutputs<'_> {
                 let thr = stage.outputs_mma.thread(thread_idx_x());
                 let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
                 let acc = scaled(&acc, &alpha);
-                let (v_t, p) = value_operands(buf);
-                let v_t = thr.partition_a(&v_t, Major::MN);
-                let p = thr.partition_b(&p);
-                wgmma::fence();
-                thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, true);
-                wgmma::commit_group();
+                let acc = stage.outputs(plan, buf, TileRows::All, Some(acc));
                 RunningOutputs::InRegisters(stage, acc)
             }
             RunningOutputs::InSharedMemory(stage) => {
@@ -540,19 +535,27 @@ impl WgmmaStage {
         out
     }
 
-    /// Every warpgroup issues its rows of O^T; the caller waits in stage 6.
+    /// Every warpgroup issues its rows of O^T, onto `running` (the streamed schedule's
+    /// fragment) or into a fresh fragment; the caller waits in stage 6.
     #[device]
-    fn outputs(&self, plan: &Plan, buf: &Buffers, rows: TileRows) -> Tensor<f32, Regs> {
+    fn outputs(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        rows: TileRows,
+        running: Option<Tensor<f32, Regs>>,
+    ) -> Tensor<f32, Regs> {
         let thr = self.outputs_mma.thread(thread_idx_x());
         let (v_t, p) = value_operands(buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
         let p = thr.partition_b(&p);
-        let acc = thr.partition_fragment_c();
+        let onto = running.is_some();
+        let acc = running.unwrap_or_else(|| thr.partition_fragment_c());
         wgmma::fence();
         match rows {
-            TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, false),
+            TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, onto),
             TileRows::ByRank(rank) => {
-                thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, false);
+                thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, onto);
                 if plan.extra_tiles > 0 {
                     if rank >= plan.swa_tiles {
                         thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
@@ -563,9 +566,7 @@ impl WgmmaStage {
         wgmma::commit_group();
         acc
     }
-}
 
-impl WgmmaStage {
     /// Stage 6 once the fragment is complete: O = hi + lo to the partial.
     #[track_caller]
     fn store_partial(

@@ -61,7 +61,7 @@ use crate::swap_ab_decode::TILE;
 #[device]
 pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
     let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
-    // Each head's alpha (row 0) and beta (row 1) of the current tile.
+    // Each head's alpha (row 0) and new running max (row 1) of the current tile.
     let rescale = smem_tile("rescale", plain(&[2, i64::from(plan.heads)], 4));
 
     stage("1: Q RoPE, cos/sin, the lists' lengths; empty running statistics and partial");
