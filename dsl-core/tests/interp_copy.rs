@@ -8,7 +8,8 @@ use common::{expect, when};
 use dsl_core::Target;
 use dsl_core::arch::cluster::cluster_sync;
 use dsl_core::arch::copy::{
-    bulk_commit_group, bulk_load, bulk_wait_group_read, cp_async, cp_async_commit, cp_async_wait,
+    bulk_commit_group, bulk_load, bulk_prefetch_l2, bulk_wait_group_read, cp_async,
+    cp_async_commit, cp_async_wait,
 };
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{Smem, load, load_vec, store, store_vec};
@@ -351,6 +352,45 @@ fn a_bulk_load_completes_on_expect_tx_and_an_arrive() {
     assert_eq!(
         mem.read::<u32>(out),
         (16..144u32).map(|i| i * 7).collect::<Vec<_>>()
+    );
+}
+
+/// Every thread prefetches `bytes` of `src` from byte `at`.
+fn run_prefetch(at: u32, bytes: u32) -> Result<(), InterpError> {
+    let k = trace_kernel("prefetch", Target::Sm90a, || {
+        threads(32, 1, 1);
+        let src = Tensor::<u32, 1>::declare("src");
+        let at = Val::<u32>::declare("at");
+        let bytes = Val::<u32>::declare("bytes");
+        bulk_prefetch_l2(src.base() + at.cast::<u64>(), bytes);
+    })
+    .unwrap();
+    let mut mem = Memory::new();
+    let src = mem.alloc("src", 1024);
+    let args = [Arg::contiguous(src, &[256]), Arg::U32(at), Arg::U32(bytes)];
+    run(&k, &mut mem, &args, &Launch::grid([1, 1, 1])).map(|_| ())
+}
+
+#[test]
+fn a_bulk_prefetch_is_checked_like_a_bulk_copy() {
+    run_prefetch(512, 512).unwrap();
+    let past_the_end = run_prefetch(528, 512).unwrap_err();
+    expect(
+        &past_the_end,
+        FaultKind::OutOfBounds,
+        &["bulk prefetch global read", "by thread 0 "],
+    );
+    let misaligned = run_prefetch(8, 16).unwrap_err();
+    expect(
+        &misaligned,
+        FaultKind::Misaligned,
+        &["bulk prefetch source"],
+    );
+    let ragged = run_prefetch(0, 24).unwrap_err();
+    expect(
+        &ragged,
+        FaultKind::Misaligned,
+        &["a bulk prefetch of 24 bytes: the size is a positive multiple of 16"],
     );
 }
 

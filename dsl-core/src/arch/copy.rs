@@ -58,6 +58,24 @@ pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) 
     }));
 }
 
+/// Brings `bytes` (a multiple of 16) of global memory at `src` (16-byte aligned) into L2,
+/// for loads that come later: `cp.async.bulk.prefetch.L2.global`. Nothing waits for it
+/// and it holds no registers. The address goes to a uniform register, so the lanes of a
+/// warp that issue it with different addresses are issued one address at a time.
+#[track_caller]
+pub fn bulk_prefetch_l2(src: Gmem, bytes: impl IntoVal<u32>) {
+    let bytes = bytes.operand();
+    if let Operand::Imm(n) = bytes
+        && let Err(e) = rules::bulk_bytes(n)
+    {
+        trace_error_at(e, SourceLoc::caller());
+    }
+    emit_effect(Op::Copy(CopyOp::BulkPrefetchL2 {
+        src: Operand::Reg(src.value().reg()),
+        bytes,
+    }));
+}
+
 /// `cp.async.bulk.commit_group`: closes this thread's group of bulk and tensor stores.
 #[track_caller]
 pub fn bulk_commit_group() {

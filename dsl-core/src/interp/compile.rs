@@ -218,6 +218,10 @@ pub(crate) enum Ins {
         bytes: Slot,
         bar: Slot,
     },
+    BulkPrefetch {
+        src: Slot,
+        bytes: Slot,
+    },
     /// Coordinate slots are `lists[coords..coords + rank]`; `mask` is NONE without
     /// multicast.
     TensorLoad {
@@ -990,6 +994,10 @@ impl Compiler<'_> {
             CopyOp::BulkWaitGroup { n, .. } => Ins::BulkWait { n: *n },
             CopyOp::PrefetchTensorMap { map } => Ins::PrefetchMap {
                 map: self.reg(*map),
+            },
+            CopyOp::BulkPrefetchL2 { src, bytes } => Ins::BulkPrefetch {
+                src: self.opnd(src),
+                bytes: self.opnd(bytes),
             },
         }
     }

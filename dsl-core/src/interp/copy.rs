@@ -298,20 +298,7 @@ impl Machine<'_> {
         for l in lanes_of(w.active) {
             let (d, s) = (reg(&w.regs, dst, l) as u32, reg(&w.regs, src, l));
             let n = reg(&w.regs, bytes, l) as u32;
-            if n == 0 || n % 16 != 0 {
-                return Err(fault(
-                    self.prog,
-                    &self.cfg,
-                    w,
-                    FaultKind::Misaligned,
-                    Some(l),
-                    None,
-                    format!("a bulk copy of {n} bytes: the size is a positive multiple of 16"),
-                ));
-            }
-            if s % 16 != 0 {
-                return Err(self.misaligned(w, l, s, 16, "bulk copy source"));
-            }
+            let data = self.bulk_source(w, l, s, n, "bulk copy")?;
             let Some((c, a)) = resolve_cluster(w.cta, cl.ctas.len(), d) else {
                 return Err(self.mem_fault(
                     w,
@@ -327,14 +314,55 @@ impl Machine<'_> {
             };
             self.check_copy_alignment(w, l, a, MapSwizzle::None, "bulk copy destination")?;
             let off = self.copy_mbar(cl, w, l, reg(&w.regs, bar, l) as u32, c)?;
-            let mut data = vec![0u8; n as usize];
-            self.mem.read_global(s, &mut data).map_err(|e| {
-                let super::memory::GlobalFault::OutOfBounds(why) = e;
-                self.mem_fault(w, l, s, n as usize, "bulk copy global read", why)
-            })?;
             let landing = self.phase_landing(cl, w, l, c, off);
             self.engine_write(cl, w, l, c, a, &data, landing)?;
             self.mbar_tx(cl, w, Some(l), c, off, -(n as i64), "complete_tx")?;
+        }
+        Ok(())
+    }
+
+    /// The `n` bytes a 1-D bulk operation (`what`) of lane `l` reads at global `s`: a
+    /// positive multiple of 16 bytes, 16-byte aligned, inside one allocation.
+    fn bulk_source(
+        &self,
+        w: &Warp,
+        l: usize,
+        s: u64,
+        n: u32,
+        what: &str,
+    ) -> Result<Vec<u8>, InterpError> {
+        if n == 0 || n % 16 != 0 {
+            return Err(fault(
+                self.prog,
+                &self.cfg,
+                w,
+                FaultKind::Misaligned,
+                Some(l),
+                None,
+                format!("a {what} of {n} bytes: the size is a positive multiple of 16"),
+            ));
+        }
+        if s % 16 != 0 {
+            return Err(self.misaligned(w, l, s, 16, &format!("{what} source")));
+        }
+        let mut data = vec![0u8; n as usize];
+        self.mem.read_global(s, &mut data).map_err(|e| {
+            let super::memory::GlobalFault::OutOfBounds(why) = e;
+            self.mem_fault(w, l, s, n as usize, &format!("{what} global read"), why)
+        })?;
+        Ok(data)
+    }
+
+    /// `cp.async.bulk.prefetch.L2.global`: only a hint, but a prefetch of memory the
+    /// kernel could not read is a bug in it, so its range is checked like a bulk copy's.
+    pub(crate) fn bulk_prefetch(
+        &self,
+        w: &Warp,
+        [src, bytes]: [Slot; 2],
+    ) -> Result<(), InterpError> {
+        for l in lanes_of(w.active) {
+            let (s, n) = (reg(&w.regs, src, l), reg(&w.regs, bytes, l) as u32);
+            self.bulk_source(w, l, s, n, "bulk prefetch")?;
         }
         Ok(())
     }

@@ -768,6 +768,7 @@ impl<'a> Machine<'a> {
                 Ins::BulkCommit => self.bulk_commit(cl, w),
                 Ins::BulkWait { n } => self.bulk_wait(cl, w, *n),
                 Ins::PrefetchMap { map } => self.prefetch_map(w, *map)?,
+                Ins::BulkPrefetch { src, bytes } => self.bulk_prefetch(w, [*src, *bytes])?,
                 Ins::MbarExpectTx { bar, tx } => {
                     for l in lanes_of(m) {
                         let addr = reg(&w.regs, *bar, l) as u32;

@@ -71,6 +71,9 @@ pub enum CopyOp {
     BulkWaitGroup { n: u32, until: BulkWait },
     /// `prefetch.tensormap [map]`: brings the map into the descriptor cache.
     PrefetchTensorMap { map: Reg },
+    /// `cp.async.bulk.prefetch.L2.global [src], bytes`: brings `bytes` of global memory
+    /// (16-byte aligned, a multiple of 16) into L2; nothing completes or waits.
+    BulkPrefetchL2 { src: Operand, bytes: Operand },
 }
 
 impl CopyOp {
@@ -123,6 +126,10 @@ impl CopyOp {
                 }
             }
             CopyOp::PrefetchTensorMap { map } => f(*map, false),
+            CopyOp::BulkPrefetchL2 { src, bytes } => {
+                visit_operand(src, f);
+                visit_operand(bytes, f);
+            }
             CopyOp::CpAsyncCommit
             | CopyOp::CpAsyncWait { .. }
             | CopyOp::BulkCommit
@@ -135,9 +142,10 @@ impl CopyOp {
             CopyOp::CpAsync { .. } | CopyOp::CpAsyncCommit | CopyOp::CpAsyncWait { .. } => {
                 Requirement::with(Capability::CpAsync, 7, 0)
             }
-            CopyOp::BulkLoad { .. } | CopyOp::BulkCommit | CopyOp::BulkWaitGroup { .. } => {
-                Requirement::with(Capability::BulkCopy, 8, 0)
-            }
+            CopyOp::BulkLoad { .. }
+            | CopyOp::BulkCommit
+            | CopyOp::BulkWaitGroup { .. }
+            | CopyOp::BulkPrefetchL2 { .. } => Requirement::with(Capability::BulkCopy, 8, 0),
             CopyOp::TensorLoad {
                 multicast: Some(_), ..
             } => Requirement::with(Capability::Tma, 8, 0).and(Capability::Cluster),
@@ -158,6 +166,7 @@ impl CopyOp {
             CopyOp::BulkCommit => "cp.async.bulk.commit_group",
             CopyOp::BulkWaitGroup { .. } => "cp.async.bulk.wait_group",
             CopyOp::PrefetchTensorMap { .. } => "prefetch.tensormap",
+            CopyOp::BulkPrefetchL2 { .. } => "cp.async.bulk.prefetch.L2.global",
         }
     }
 }

@@ -71,6 +71,11 @@ pub(super) fn copy(p: &mut Printer, op: &CopyOp) {
             BulkWait::Written => format!("cp.async.bulk.wait_group {n};"),
         },
         CopyOp::PrefetchTensorMap { map } => format!("prefetch.tensormap [{}];", p.reg(*map)),
+        CopyOp::BulkPrefetchL2 { src, bytes } => format!(
+            "cp.async.bulk.prefetch.L2.global {}, {};",
+            address(p, src, 0),
+            p.operand(*bytes, Ty::U32)
+        ),
     };
     p.line(&line);
 }

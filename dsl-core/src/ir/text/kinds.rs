@@ -92,6 +92,7 @@ op_kinds! {
     BulkCommit => "cp.async.bulk.commit_group",
     BulkWaitGroup => "cp.async.bulk.wait_group",
     PrefetchTensorMap => "prefetch.tensormap",
+    BulkPrefetchL2 => "cp.async.bulk.prefetch.L2",
     ReadSpecial => "sreg",
     BarSync => "bar.sync",
     NamedBarSync => "bar.named.sync",
@@ -204,6 +205,7 @@ impl OpKind {
                 CopyOp::BulkCommit => OpKind::BulkCommit,
                 CopyOp::BulkWaitGroup { .. } => OpKind::BulkWaitGroup,
                 CopyOp::PrefetchTensorMap { .. } => OpKind::PrefetchTensorMap,
+                CopyOp::BulkPrefetchL2 { .. } => OpKind::BulkPrefetchL2,
             },
             Op::Sync(op) => match op {
                 SyncOp::ReadSpecial { .. } => OpKind::ReadSpecial,

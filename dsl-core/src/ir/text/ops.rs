@@ -194,6 +194,7 @@ pub(crate) fn lower(op: &Op, reg_ty: &dyn Fn(Reg) -> Ty, param: &dyn Fn(u32) -> 
                 l.int(*n)
             }
             CopyOp::PrefetchTensorMap { map } => l.reg(*map),
+            CopyOp::BulkPrefetchL2 { src, bytes } => l.at(*src).val(*bytes),
             CopyOp::CpAsyncCommit | CopyOp::BulkCommit => l,
         },
         Op::Sync(op) => match op {
@@ -663,6 +664,11 @@ pub(crate) fn build(line: &Line, params: &[Param]) -> Result<Op, ParseError> {
             let map = r.reg()?;
             r.end(false, false)?;
             Op::Copy(CopyOp::PrefetchTensorMap { map })
+        }
+        OpKind::BulkPrefetchL2 => {
+            let (src, bytes) = (r.at()?, r.operand()?);
+            r.end(false, false)?;
+            Op::Copy(CopyOp::BulkPrefetchL2 { src, bytes })
         }
         OpKind::ReadSpecial => {
             let name = r.name()?;

@@ -445,6 +445,13 @@ impl Cx<'_> {
                 self.smem(src, "the source");
             }
             CopyOp::PrefetchTensorMap { map } => self.tensor_map(*map, None),
+            CopyOp::BulkPrefetchL2 { src, bytes } => {
+                if let Operand::Imm(n) = bytes {
+                    self.rule(rules::bulk_bytes(*n));
+                }
+                self.gmem(src, "the source");
+                self.opnd_bits(bytes, 32, "the byte count");
+            }
             CopyOp::CpAsyncCommit
             | CopyOp::CpAsyncWait { .. }
             | CopyOp::BulkCommit
