@@ -4,7 +4,9 @@
 //! the GPU (`gpu_*`, skipped without one) it must compute exactly the interpreter's words.
 //!
 //! `KESTREL_FUZZ_SEEDS=a..b` (or one seed) runs other seeds than the defaults; a failure
-//! names its seed and prints the kernel's IR text.
+//! names its seed and prints the kernel's IR text. `KESTREL_FUZZ_DUMP=DIR` also writes each
+//! failing case there: `seed-N.kir`, `seed-N.ptx` and, from the GPU test, `seed-N.words`
+//! (every differing word: column, thread, the GPU's word, the interpreter's).
 
 mod fuzz;
 
@@ -19,7 +21,7 @@ use dsl_core::ir::verify::verify;
 use dsl_core::jit::{self, KernelArg, TensorArg};
 use dsl_core::ptxas;
 
-use fuzz::run::{first_difference, interpret};
+use fuzz::run::{differing_words, first_difference, interpret};
 use fuzz::{Case, generate, seeds_from_env};
 
 /// Seeds the CPU test runs by default.
@@ -41,6 +43,28 @@ fn failure(case: &Case, what: &str) -> String {
         case.seed,
         print(&case.kernel)
     )
+}
+
+/// Writes a failing case's kernel (and, from the GPU test, its differing words) into
+/// `KESTREL_FUZZ_DUMP`, when that is set.
+fn dump(case: &Case, words: Option<(&[u32], &[u32])>) {
+    let Some(dir) = std::env::var_os("KESTREL_FUZZ_DUMP") else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let file = |ext: &str| dir.join(format!("seed-{}.{ext}", case.seed));
+    let write = |ext: &str, text: String| {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(file(ext), text))
+            .unwrap_or_else(|e| panic!("KESTREL_FUZZ_DUMP: cannot write {:?}: {e}", file(ext)));
+    };
+    write("kir", print(&case.kernel));
+    if let Ok(module) = emit(&case.kernel) {
+        write("ptx", module.text);
+    }
+    if let Some((want, got)) = words {
+        write("words", differing_words(case, want, got));
+    }
 }
 
 /// Panics with the failures of a run over `seeds`, if there were any.
@@ -124,7 +148,10 @@ fn fuzz_kernels_verify_round_trip_interpret_and_assemble() {
     for seed in seeds.clone() {
         let ptxas = ptxas.as_deref().filter(|_| seed % every == 0);
         let result = generate(seed, Target::Sm90a).and_then(|case| {
-            check(&case, ptxas).map_err(|e| failure(&case, &e))?;
+            check(&case, ptxas).map_err(|e| {
+                dump(&case, None);
+                failure(&case, &e)
+            })?;
             // The GPU machine regenerates the case from its seed.
             let again = generate(seed, Target::Sm90a)?;
             if again.kernel != case.kernel || again.inputs != case.inputs || again.n != case.n {
@@ -179,10 +206,13 @@ fn gpu_fuzz_kernels_match_the_interpreter() {
                 .map_err(|e| failure(&case, &format!("interp: {e}")))?;
             let got = launch(&dev, &case).map_err(|e| failure(&case, &format!("GPU: {e}")))?;
             match first_difference(&case, &want, &got) {
-                Some(d) => Err(failure(
-                    &case,
-                    &format!("the GPU computes other words: {d}"),
-                )),
+                Some(d) => {
+                    dump(&case, Some((&want, &got)));
+                    Err(failure(
+                        &case,
+                        &format!("the GPU computes other words: {d}"),
+                    ))
+                }
                 None => Ok(()),
             }
         });

@@ -57,3 +57,21 @@ pub fn first_difference(case: &Case, want: &[u32], got: &[u32]) -> Option<String
         want[at],
     ))
 }
+
+/// Every word where `got` differs from `want`, a line each: column, its value, thread, the
+/// word `got` has and the one `want` has.
+pub fn differing_words(case: &Case, want: &[u32], got: &[u32]) -> String {
+    let len = case.len as usize;
+    let mut text = String::from("column value thread got want\n");
+    for (at, (w, g)) in want.iter().zip(got).enumerate() {
+        if w != g {
+            let column = at / len;
+            text += &format!(
+                "{column} {} {} {g:#010x} {w:#010x}\n",
+                case.columns[column],
+                at % len
+            );
+        }
+    }
+    text
+}
