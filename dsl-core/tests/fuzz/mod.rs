@@ -27,6 +27,10 @@
 //! - A signed comparison of -|x| with a constant is folded to a constant
 //!   (`abs.s32`, `neg.s32`, `setp.ge.s32 .., -1` stores 0 for every x, where PTX says 1 for
 //!   x in -1..=1). The negation of an `abs` is not formed.
+//!
+//! PTX does not say what `abs.s32` of i32::MIN is, and ptxas takes every `abs` to be
+//! non-negative (a `rem.s32` of one by a constant becomes an unsigned remainder, which
+//! differs for i32::MIN), so `abs` is taken of values clamped to -i32::MAX first.
 
 pub mod run;
 
@@ -342,7 +346,7 @@ impl Gen {
             9 => a % self.divisor_i(pool),
             10 => -self.not_abs(pool),
             11 => {
-                let v = a.abs();
+                let v = a.max(-i32::MAX).abs();
                 self.abs.insert(v.reg());
                 v
             }

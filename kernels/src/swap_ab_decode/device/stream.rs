@@ -39,7 +39,8 @@
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
-//! register loads (the README's performance section has the figures).
+//! register loads, and so was prefetching the next tile's records into L2 with
+//! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures).
 
 use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
