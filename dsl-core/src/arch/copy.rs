@@ -44,12 +44,7 @@ pub fn cp_async_wait(n: u32) {
 #[track_caller]
 pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) {
     super::tma::check_smem_alignment(dst, "bulk copy destination");
-    let bytes = bytes.operand();
-    if let Operand::Imm(n) = bytes
-        && let Err(e) = rules::bulk_bytes(n)
-    {
-        trace_error_at(e, SourceLoc::caller());
-    }
+    let bytes = bulk_bytes(bytes);
     emit_effect(Op::Copy(CopyOp::BulkLoad {
         dst: Operand::Reg(dst.value().reg()),
         src: Operand::Reg(src.value().reg()),
@@ -64,16 +59,23 @@ pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) 
 /// warp that issue it with different addresses are issued one address at a time.
 #[track_caller]
 pub fn bulk_prefetch_l2(src: Gmem, bytes: impl IntoVal<u32>) {
+    emit_effect(Op::Copy(CopyOp::BulkPrefetchL2 {
+        src: Operand::Reg(src.value().reg()),
+        bytes: bulk_bytes(bytes),
+    }));
+}
+
+/// The byte count of a 1-D bulk operation; a static one that is not a positive multiple
+/// of 16 is a trace error at the caller.
+#[track_caller]
+fn bulk_bytes(bytes: impl IntoVal<u32>) -> Operand {
     let bytes = bytes.operand();
     if let Operand::Imm(n) = bytes
         && let Err(e) = rules::bulk_bytes(n)
     {
         trace_error_at(e, SourceLoc::caller());
     }
-    emit_effect(Op::Copy(CopyOp::BulkPrefetchL2 {
-        src: Operand::Reg(src.value().reg()),
-        bytes,
-    }));
+    bytes
 }
 
 /// `cp.async.bulk.commit_group`: closes this thread's group of bulk and tensor stores.

@@ -298,7 +298,11 @@ impl Machine<'_> {
         for l in lanes_of(w.active) {
             let (d, s) = (reg(&w.regs, dst, l) as u32, reg(&w.regs, src, l));
             let n = reg(&w.regs, bytes, l) as u32;
-            let data = self.bulk_source(w, l, s, n, "bulk copy")?;
+            self.bulk_range(w, l, s, n, "bulk copy")?;
+            let mut data = vec![0u8; n as usize];
+            self.mem
+                .read_global(s, &mut data)
+                .expect("bulk_range has checked the range");
             let Some((c, a)) = resolve_cluster(w.cta, cl.ctas.len(), d) else {
                 return Err(self.mem_fault(
                     w,
@@ -321,16 +325,16 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// The `n` bytes a 1-D bulk operation (`what`) of lane `l` reads at global `s`: a
-    /// positive multiple of 16 bytes, 16-byte aligned, inside one allocation.
-    fn bulk_source(
+    /// Checks the global range a 1-D bulk operation (`what`) of lane `l` reads: `n` bytes
+    /// at `s`, a positive multiple of 16, 16-byte aligned, inside one allocation.
+    fn bulk_range(
         &self,
         w: &Warp,
         l: usize,
         s: u64,
         n: u32,
         what: &str,
-    ) -> Result<Vec<u8>, InterpError> {
+    ) -> Result<(), InterpError> {
         if n == 0 || n % 16 != 0 {
             return Err(fault(
                 self.prog,
@@ -345,12 +349,10 @@ impl Machine<'_> {
         if s % 16 != 0 {
             return Err(self.misaligned(w, l, s, 16, &format!("{what} source")));
         }
-        let mut data = vec![0u8; n as usize];
-        self.mem.read_global(s, &mut data).map_err(|e| {
+        self.mem.check_global(s, n as u64).map_err(|e| {
             let super::memory::GlobalFault::OutOfBounds(why) = e;
             self.mem_fault(w, l, s, n as usize, &format!("{what} global read"), why)
-        })?;
-        Ok(data)
+        })
     }
 
     /// `cp.async.bulk.prefetch.L2.global`: only a hint, but a prefetch of memory the
@@ -362,7 +364,7 @@ impl Machine<'_> {
     ) -> Result<(), InterpError> {
         for l in lanes_of(w.active) {
             let (s, n) = (reg(&w.regs, src, l), reg(&w.regs, bytes, l) as u32);
-            self.bulk_source(w, l, s, n, "bulk prefetch")?;
+            self.bulk_range(w, l, s, n, "bulk prefetch")?;
         }
         Ok(())
     }

@@ -75,6 +75,7 @@ pub struct Memory {
 }
 
 /// Why a global access failed.
+#[derive(Debug)]
 pub(crate) enum GlobalFault {
     OutOfBounds(String),
 }
@@ -222,6 +223,11 @@ impl Memory {
             out.push_str("no global buffer is bound");
         }
         out
+    }
+
+    /// Whether `len` bytes at `addr` lie inside one buffer, without reading them.
+    pub(crate) fn check_global(&self, addr: u64, len: u64) -> Result<(), GlobalFault> {
+        self.locate(addr, len).map(|_| ())
     }
 
     #[inline]

@@ -99,6 +99,15 @@ impl Cx<'_> {
         self.opnd_bits(o, 64, &format!("{what} (a global address)"));
     }
 
+    /// The byte count of a 1-D bulk operation: a 32-bit register, or an immediate that is
+    /// a positive multiple of 16.
+    fn bulk_bytes(&mut self, o: &Operand) {
+        match o {
+            Operand::Imm(n) => self.rule(rules::bulk_bytes(*n)),
+            Operand::Reg(_) => self.opnd_bits(o, 32, "the byte count"),
+        }
+    }
+
     fn alu(&mut self, op: &AluOp) {
         match op {
             AluOp::Mov { dst, src } => {
@@ -414,12 +423,9 @@ impl Cx<'_> {
                 bytes,
                 bar,
             } => {
-                if let Operand::Imm(n) = bytes {
-                    self.rule(rules::bulk_bytes(*n));
-                }
+                self.bulk_bytes(bytes);
                 self.smem(dst, "the destination");
                 self.gmem(src, "the source");
-                self.opnd_bits(bytes, 32, "the byte count");
                 self.smem(bar, "the mbarrier");
             }
             CopyOp::TensorLoad {
@@ -446,11 +452,8 @@ impl Cx<'_> {
             }
             CopyOp::PrefetchTensorMap { map } => self.tensor_map(*map, None),
             CopyOp::BulkPrefetchL2 { src, bytes } => {
-                if let Operand::Imm(n) = bytes {
-                    self.rule(rules::bulk_bytes(*n));
-                }
+                self.bulk_bytes(bytes);
                 self.gmem(src, "the source");
-                self.opnd_bits(bytes, 32, "the byte count");
             }
             CopyOp::CpAsyncCommit
             | CopyOp::CpAsyncWait { .. }
