@@ -223,6 +223,17 @@ impl Gen {
         self.choose(&pool.p)
     }
 
+    /// A u32 of the pool that was not converted from an f32 (see the module docs): the
+    /// first one, the thread index, when the choice falls on one.
+    fn not_from_f32(&mut self, pool: &Pool) -> Val<u32> {
+        let v = self.u(pool);
+        if self.from_f32.contains(&v.reg()) {
+            pool.u[0]
+        } else {
+            v
+        }
+    }
+
     /// An s32 of the pool that is not an `abs` (see the module docs): the first one, which
     /// is a loaded word, when the choice falls on one.
     fn not_abs(&mut self, pool: &Pool) -> Val<i32> {
@@ -390,15 +401,9 @@ impl Gen {
             8 => not_nan(a).abs(),
             9 => -not_nan(a),
             10 => self.p(pool).select(a, self.f(pool)),
-            11 => {
-                let u = self.u(pool);
-                let u = if self.from_f32.contains(&u.reg()) {
-                    pool.u[0]
-                } else {
-                    u
-                };
-                u.cast_rounded::<f32>(self.rng.pick(&ROUNDINGS))
-            }
+            11 => self
+                .not_from_f32(pool)
+                .cast_rounded::<f32>(self.rng.pick(&ROUNDINGS)),
             12 => self.i(pool).cast_rounded::<f32>(self.rng.pick(&ROUNDINGS)),
             13 => {
                 let bits = self.u(pool);
