@@ -1,7 +1,7 @@
 //! GPU benchmark of the decode kernel, timed as serving runs it: for heads {16, 32}, NK 128,
-//! NE {512, 1024}, fp8 and NVFP4 compressed records and s_q {1, 32, 128, 512}, both
-//! schedules (`Schedule::Split` and `Schedule::Streamed`), the median, p10 and p90 of
-//! CUDA-graph replays of one launch, the KV bytes it reads per second, and in the same run
+//! NE {512, 1024}, fp8 and NVFP4 compressed records and s_q {1, 32, 64, 128, 512}, every
+//! schedule (`Schedule::Split`, and `Schedule::Streamed` by 1 to 4 CTAs), the median, p10
+//! and p90 of CUDA-graph replays of one launch, the KV bytes it reads per second, and in the same run
 //! the device's copy bandwidth, so every figure is also a ratio.
 //!
 //! Each timed replay is queued behind a short GPU spin (`kernels::basics::spin`, its step
@@ -24,10 +24,10 @@
 //! too few to cover the 256 MiB, graphs of further sets rotate.
 //!
 //! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick]
-//! [--only HEADS,NE,RECORD,S_Q] [--no-chain]`; on the GPU machine through
+//! [--only HEADS,NE,RECORD,S_Q] [--tokens S_Q,...] [--no-chain]`; on the GPU machine through
 //! `scripts/bench-gpu.sh`, which adds the PyTorch baseline. `--quick` times a few replays,
-//! `--only 16,512,fp8,512` runs one configuration (e.g. under `ncu`), `--no-chain` skips the
-//! chains.
+//! `--only 16,512,fp8,512` runs one configuration (e.g. under `ncu`), `--tokens 16,48,64`
+//! times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain` skips the chains.
 
 use std::fs::File;
 use std::io::Write;
@@ -68,7 +68,15 @@ const PROBE_STEPS: u32 = 1 << 16;
 const CLOCK_RAMP: Duration = Duration::from_millis(200);
 
 const USAGE: &str = "usage: bench_decode [--out results.jsonl] [--quick] \
-                     [--only HEADS,NE,RECORD,S_Q] [--no-chain]";
+                     [--only HEADS,NE,RECORD,S_Q] [--tokens S_Q,S_Q,...] [--no-chain]";
+/// The schedules timed for every configuration (those the configuration's key allows).
+const SCHEDULES: [Schedule; 5] = [
+    Schedule::Split,
+    Schedule::STREAMED,
+    Schedule::Streamed { ctas: 2 },
+    Schedule::Streamed { ctas: 3 },
+    Schedule::Streamed { ctas: 4 },
+];
 
 #[derive(Clone, Copy, PartialEq)]
 struct Config {
@@ -79,13 +87,13 @@ struct Config {
 }
 
 impl Config {
-    /// Every configuration, in the order they run.
-    fn all() -> Vec<Config> {
+    /// Every configuration of `tokens` (s_q values), in the order they run.
+    fn all(tokens: &[usize]) -> Vec<Config> {
         let mut all = Vec::new();
         for heads in [16, 32] {
             for ne in [512, 1024] {
                 for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
-                    for s_q in [1, 32, 128, 512] {
+                    for &s_q in tokens {
                         all.push(Config {
                             heads,
                             ne,
@@ -114,8 +122,24 @@ struct Options {
     out: Option<String>,
     quick: bool,
     only: Option<String>,
+    tokens: Vec<usize>,
     chain: bool,
     help: bool,
+}
+
+/// The s_q values timed unless `--tokens` says otherwise.
+const TOKENS: [usize; 5] = [1, 32, 64, 128, 512];
+
+/// `--tokens`' list: s_q values from 1 to 4096, comma-separated.
+fn parse_tokens(list: &str) -> Result<Vec<usize>, String> {
+    list.split(',')
+        .map(|t| match t.parse::<usize>() {
+            Ok(n) if (1..=4096).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "--tokens {list}: give s_q values from 1 to 4096, comma-separated, e.g. 16,48,64"
+            )),
+        })
+        .collect()
 }
 
 fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
@@ -123,6 +147,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         out: None,
         quick: false,
         only: None,
+        tokens: TOKENS.to_vec(),
         chain: true,
         help: false,
     };
@@ -130,20 +155,27 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         match arg.as_str() {
             "--out" => options.out = Some(args.next().ok_or("--out needs a file name")?),
             "--only" => {
-                let name = args.next().ok_or("--only needs HEADS,NE,RECORD,S_Q")?;
-                if !Config::all().iter().any(|c| c.name() == name) {
-                    return Err(format!(
-                        "--only {name}: no such configuration; give HEADS,NE,RECORD,S_Q with \
-                         heads 16 or 32, NE 512 or 1024, record fp8 or nvfp4 and s_q 1, 32, \
-                         128 or 512, e.g. 16,512,fp8,512"
-                    ));
-                }
-                options.only = Some(name);
+                options.only = Some(args.next().ok_or("--only needs HEADS,NE,RECORD,S_Q")?);
+            }
+            "--tokens" => {
+                options.tokens = parse_tokens(&args.next().ok_or("--tokens needs a list")?)?;
             }
             "--quick" => options.quick = true,
             "--no-chain" => options.chain = false,
             "--help" | "-h" => options.help = true,
             other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    if let Some(name) = &options.only {
+        if !Config::all(&options.tokens)
+            .iter()
+            .any(|c| c.name() == *name)
+        {
+            return Err(format!(
+                "--only {name}: no such configuration; give HEADS,NE,RECORD,S_Q with heads 16 \
+                 or 32, NE 512 or 1024, record fp8 or nvfp4 and an s_q of --tokens (1, 32, \
+                 64, 128 or 512 without it), e.g. 16,512,fp8,512"
+            ));
         }
     }
     Ok(options)
@@ -552,7 +584,7 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
         .expect("valid call")
         .key;
     let mut rows = Vec::new();
-    for schedule in [Schedule::Split, Schedule::Streamed] {
+    for schedule in SCHEDULES {
         let key = dispatched.with_schedule(schedule);
         if key.validate().is_err() {
             continue;
@@ -688,7 +720,7 @@ fn main() {
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
-    for cfg in Config::all() {
+    for cfg in Config::all(&options.tokens) {
         if options.only.as_ref().is_some_and(|o| *o != cfg.name()) {
             continue;
         }

@@ -29,8 +29,8 @@ use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
 use kernels::swap_ab_decode::host::MAX_TOKENS;
 use kernels::swap_ab_decode::{
-    CaseSpec, CompileKey, DecodeCase, ExtraRecord, Schedule, case_file, compare, generate,
-    reference, swap_ab_decode_debug,
+    CaseSpec, CompileKey, DecodeCase, ExtraRecord, LayerShape, case_file, compare, dispatch,
+    generate, reference, swap_ab_decode_debug,
 };
 
 const USAGE: &str = "usage: decode [--key NAME | --target sm100a|sm90a] [--tokens N] [--seed S] \
@@ -207,19 +207,22 @@ fn run(args: Args) -> Result<bool, Stop> {
                 .or(args.target)
                 .or_else(|| gpu_target(&args.engine))
                 .unwrap_or(Target::Sm100a);
-            let key = args.key.unwrap_or(CompileKey {
+            let tokens = args.tokens.unwrap_or(4);
+            let layer = LayerShape {
                 heads: 32,
                 swa_width: 128,
                 extra_width: 512,
-                extra_record: ExtraRecord::Fp8,
+                extra_record_bytes: ExtraRecord::Fp8.bytes(),
                 swa_page: 64,
                 extra_page: 16,
-                target,
-                schedule: Schedule::for_tokens(args.tokens.unwrap_or(4)),
-            });
+            };
+            let key = match args.key {
+                Some(key) => key,
+                None => dispatch(&layer, tokens, target)?,
+            };
             let spec = CaseSpec {
                 key,
-                s_q: args.tokens.unwrap_or(4),
+                s_q: tokens,
                 adversarial: args.adversarial,
             };
             generate(args.seed.unwrap_or(1), &spec)?

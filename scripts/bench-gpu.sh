@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The decode benchmark on the GPU machine: the kernel (bundled bench_decode example: CUDA-graph
-# replays behind a GPU spin, both schedules, and the 61-layer chains), the copy bandwidth and
+# replays behind a GPU spin, every schedule, and the 61-layer chains), the copy bandwidth and
 # the PyTorch baseline (eager, and CUDA-graphed timed the same way) in one run, merged into
 # markdown tables with the ratios (one row per configuration, then the chains).
 #
@@ -25,5 +25,5 @@ python3 scripts/bench_torch.py check "$out"/*.safetensors --device cuda | tee "$
 echo "== kernel"
 "$bin" --out "$out/kernel.jsonl"
 echo "== PyTorch"
-python3 scripts/bench_torch.py bench --device cuda --out "$out/torch.json"
+python3 scripts/bench_torch.py bench --device cuda --s-q 1,32,64,128,512 --out "$out/torch.json"
 python3 scripts/bench_table.py "$out/kernel.jsonl" "$out/torch.json" | tee "$out/table.md"

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Merges the kernel benchmark (JSON lines from the bench_decode example: both schedules of
+"""Merges the kernel benchmark (JSON lines from the bench_decode example: every schedule of
 every configuration, and the 61-layer chains) and the PyTorch baseline (JSON array from
 bench_torch.py) into two markdown tables. Times are medians with (p10-p90) of CUDA-graph
 replays.
 
-The first table has one row per configuration; its bandwidth and ratios are of the schedule
-the host dispatches. The second has the chains: the time per layer of a graph of 61
+The first table has one row per configuration: the median of every schedule (split, and
+streamed by 1 to 4 CTAs), then the one the host dispatches with its p10-p90; the bandwidth
+and ratios are of that one. The second has the chains: the time per layer of a graph of 61
 launches of the dispatched schedule, and its ratio to the single-launch time of that
 schedule.
 
@@ -32,10 +33,19 @@ def ratio(base, us):
     return f"{base / us:.1f}x" if base else "-"
 
 
+SCHEDULES = ["split", "stream", "stream2", "stream3", "stream4"]
+
+
+def median(row):
+    return f"{row['kernel_us']:.1f}" if row else "-"
+
+
 def configuration_table(configs, baseline, copy):
-    print("| heads | NE | extra | s_q | split us | streamed us | dispatched | KV GB/s | of copy "
+    columns = " | ".join(f"{s} us" for s in SCHEDULES)
+    print(f"| heads | NE | extra | s_q | {columns} | dispatched | its us | KV GB/s | of copy "
           "| PyTorch eager us | PyTorch graph us | vs eager | vs graph |")
-    print("|---:|---:|:---|---:|---:|---:|:---|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|:---|---:|" + "---:|" * len(SCHEDULES) + ":---|---:|---:|---:|---:|---:|"
+          "---:|---:|")
     for (heads, ne, record, s_q), runs in configs.items():
         chosen = next((r for r in runs.values() if r.get("dispatched", True)), None)
         if chosen is None:
@@ -43,9 +53,10 @@ def configuration_table(configs, baseline, copy):
         t = baseline.get((heads, ne, RECORD_BYTES[record], s_q), {})
         us = chosen["kernel_us"]
         gbs = chosen["kv_bytes"] / (us * 1e-6) / 1e9
+        times = " | ".join(median(runs.get(s)) for s in SCHEDULES)
         print(
-            f"| {heads} | {ne} | {record} | {s_q} | {spread(runs.get('split'))} | "
-            f"{spread(runs.get('stream'))} | {chosen.get('schedule', 'split')} | {gbs:.0f} | "
+            f"| {heads} | {ne} | {record} | {s_q} | {times} | "
+            f"{chosen.get('schedule', 'split')} | {spread(chosen)} | {gbs:.0f} | "
             f"{100 * gbs / copy:.1f}% | {spread(t, 'eager_us')} | "
             f"{spread(t, 'graph_us', 'graph_p10_us', 'graph_p90_us')} | "
             f"{ratio(t.get('eager_us'), us)} | {ratio(t.get('graph_us'), us)} |"

@@ -49,43 +49,53 @@ pub enum Schedule {
     /// rows or 128 compressed rows), merged over distributed shared memory: the shortest
     /// chain per token, for steps with too few tokens to fill the GPU.
     Split,
-    /// One CTA per token and group of 16 heads streams all of the token's 128-row tiles
-    /// through a software pipeline (the next tile's records in flight while the current
-    /// one computes) with an online softmax; no cluster.
-    Streamed,
+    /// A cluster of `ctas` CTAs per token and group of 16 heads: each streams every
+    /// `ctas`-th of the token's 128-row tiles through a software pipeline (the next tile's
+    /// records in flight while the current one computes) with an online softmax, and the
+    /// cluster merges the CTAs' partials over distributed shared memory as split does. One
+    /// CTA ([`Schedule::STREAMED`]) for steps with enough tokens to fill the GPU, 2-4 for
+    /// steps between.
+    Streamed { ctas: usize },
 }
 
 impl Schedule {
-    /// `split` or `stream`, as in key names.
-    pub fn short_name(self) -> &'static str {
+    /// One CTA streams all of a token's tiles: no cluster, no merge over peers.
+    pub const STREAMED: Schedule = Schedule::Streamed { ctas: 1 };
+
+    /// `split`, `stream` or `stream<ctas>` (2 and more), as in key names.
+    pub fn short_name(self) -> String {
         match self {
-            Schedule::Split => "split",
-            Schedule::Streamed => "stream",
+            Schedule::Split => "split".to_string(),
+            Schedule::STREAMED => "stream".to_string(),
+            Schedule::Streamed { ctas } => format!("stream{ctas}"),
         }
     }
 
-    /// The schedule a call of `tokens` query tokens runs: streamed from
-    /// [`STREAMED_FROM_TOKENS`], split below. On the H200 (`examples/bench_decode.rs`, both
-    /// schedules in one run) split was faster at 1 and 32 tokens and streamed at 128 and 512
-    /// for every head count, list width and record format of the benchmark.
-    ///
-    /// ```
-    /// use kernels::swap_ab_decode::{STREAMED_FROM_TOKENS, Schedule};
-    ///
-    /// assert_eq!(Schedule::for_tokens(1), Schedule::Split);
-    /// assert_eq!(Schedule::for_tokens(STREAMED_FROM_TOKENS), Schedule::Streamed);
-    /// ```
-    pub fn for_tokens(tokens: usize) -> Schedule {
-        if tokens >= STREAMED_FROM_TOKENS {
-            Schedule::Streamed
-        } else {
-            Schedule::Split
+    /// The schedule a [`Schedule::short_name`] names (`split`, `stream`, `stream2`, ...).
+    pub fn from_short_name(name: &str) -> Option<Schedule> {
+        if name == "split" {
+            return Some(Schedule::Split);
         }
+        let ctas = match name.strip_prefix("stream")? {
+            "" => 1,
+            n if !n.starts_with('0') => n.parse().ok()?,
+            _ => return None,
+        };
+        Some(Schedule::Streamed { ctas })
+    }
+
+    /// The schedules a key may take, in the order a tie between their modelled times
+    /// goes: split, then streamed by 1 to [`MAX_STREAMED_CTAS`] CTAs.
+    pub fn candidates() -> impl Iterator<Item = Schedule> {
+        std::iter::once(Schedule::Split)
+            .chain((1..=MAX_STREAMED_CTAS).map(|ctas| Schedule::Streamed { ctas }))
     }
 }
 
-/// The token count from which [`Schedule::for_tokens`] picks [`Schedule::Streamed`].
-pub const STREAMED_FROM_TOKENS: usize = 128;
+/// The largest streamed cluster [`crate::swap_ab_decode::dispatch()`] considers: beyond it
+/// the cluster merge costs more than the shorter stream saves (a cluster of 4 already
+/// takes a token's 5 tiles at NE 512 in two rounds, as 3 does).
+pub const MAX_STREAMED_CTAS: usize = 4;
 
 /// What a decode kernel is compiled for. The token count is a grid dimension, not part of
 /// the key: one compiled kernel serves every decode step of a layer shape and schedule.
@@ -136,6 +146,11 @@ pub enum KeyError {
         extra_width: usize,
         tiles: usize,
     },
+    #[error(
+        "a streamed cluster of {ctas} CTAs for {tiles} KV tiles of 128 rows a token: give 1 \
+         to min({tiles}, {MAX_CLUSTER}) CTAs, so that every CTA has a tile"
+    )]
+    StreamedCtas { ctas: usize, tiles: usize },
 }
 
 /// The live-head counts the kernel is built for.
@@ -165,6 +180,14 @@ impl CompileKey {
                 tiles,
             });
         }
+        if let Schedule::Streamed { ctas } = self.schedule {
+            if !(1..=self.tiles().min(MAX_CLUSTER)).contains(&ctas) {
+                return Err(KeyError::StreamedCtas {
+                    ctas,
+                    tiles: self.tiles(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -178,7 +201,7 @@ impl CompileKey {
     pub fn swa_tile_rows(&self) -> usize {
         match self.schedule {
             Schedule::Split => SWA_ROWS,
-            Schedule::Streamed => TILE,
+            Schedule::Streamed { .. } => TILE,
         }
     }
 
@@ -192,11 +215,11 @@ impl CompileKey {
         self.swa_tiles() + self.extra_tiles()
     }
 
-    /// CTAs per cluster: one per KV tile split (C = KT + ET), 1 streamed.
+    /// CTAs per cluster: one per KV tile split (C = KT + ET), `ctas` streamed.
     pub fn cluster_size(&self) -> usize {
         match self.schedule {
             Schedule::Split => self.tiles(),
-            Schedule::Streamed => 1,
+            Schedule::Streamed { ctas } => ctas,
         }
     }
 
@@ -226,7 +249,7 @@ impl CompileKey {
     pub fn max_heads_per_cluster(&self) -> usize {
         match self.schedule {
             Schedule::Split => MAX_HEADS_PER_CLUSTER,
-            Schedule::Streamed => MIN_MMA_HEADS,
+            Schedule::Streamed { .. } => MIN_MMA_HEADS,
         }
     }
 
@@ -261,8 +284,12 @@ impl std::str::FromStr for CompileKey {
             [h, nk, ne, record, pages, target] => {
                 (h, nk, ne, record, pages, Schedule::Split, target)
             }
-            [h, nk, ne, record, pages, "stream", target] => {
-                (h, nk, ne, record, pages, Schedule::Streamed, target)
+            [h, nk, ne, record, pages, stream, target] => {
+                // Split keys have no schedule part: one name per key.
+                let schedule = Schedule::from_short_name(stream)
+                    .filter(|s| *s != Schedule::Split)
+                    .ok_or_else(bad)?;
+                (h, nk, ne, record, pages, schedule, target)
             }
             _ => return Err(bad()),
         };
@@ -296,7 +323,8 @@ impl std::str::FromStr for CompileKey {
 
 impl fmt::Display for CompileKey {
     /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a` (split),
-    /// `h16_nk128_ne512_fp8_p64x64_stream_sm100a` (streamed).
+    /// `h16_nk128_ne512_fp8_p64x64_stream_sm100a` (streamed by one CTA), `..._stream2_...`
+    /// (by a cluster of two).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -308,8 +336,8 @@ impl fmt::Display for CompileKey {
             self.swa_page,
             self.extra_page,
         )?;
-        if self.schedule == Schedule::Streamed {
-            write!(f, "stream_")?;
+        if self.schedule != Schedule::Split {
+            write!(f, "{}_", self.schedule.short_name())?;
         }
         write!(f, "{}", self.target.short_name())
     }
@@ -334,12 +362,25 @@ mod tests {
         let name = key.to_string();
         assert_eq!(name, "h64_nk100_ne300_nvfp4_p64x16_sm90a");
         assert_eq!(name.parse::<CompileKey>(), Ok(key));
-        let streamed = key.with_schedule(Schedule::Streamed);
+        let streamed = key.with_schedule(Schedule::STREAMED);
         assert_eq!(
             streamed.to_string(),
             "h64_nk100_ne300_nvfp4_p64x16_stream_sm90a"
         );
         assert_eq!(streamed.to_string().parse::<CompileKey>(), Ok(streamed));
+        let pair = key.with_schedule(Schedule::Streamed { ctas: 2 });
+        assert_eq!(
+            pair.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_stream2_sm90a"
+        );
+        assert_eq!(pair.to_string().parse::<CompileKey>(), Ok(pair));
+        for bad in ["stream0", "stream02", "streamx", "strea", "split"] {
+            let name = format!("h64_nk100_ne300_nvfp4_p64x16_{bad}_sm90a");
+            assert!(matches!(
+                name.parse::<CompileKey>(),
+                Err(KeyError::Name { .. } | KeyError::Cluster { .. })
+            ));
+        }
         assert_eq!(
             "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
             Err(KeyError::Heads { heads: 24 })
@@ -371,7 +412,7 @@ mod tests {
         assert_eq!((key(32).head_groups(), key(32).mma_heads()), (1, 32));
         assert_eq!((key(64).head_groups(), key(64).mma_heads()), (2, 32));
         assert_eq!((key(128).head_groups(), key(128).mma_heads()), (4, 32));
-        let streamed = |heads| key(heads).with_schedule(Schedule::Streamed);
+        let streamed = |heads| key(heads).with_schedule(Schedule::STREAMED);
         assert_eq!(
             (streamed(8).head_groups(), streamed(8).mma_heads()),
             (1, 16)

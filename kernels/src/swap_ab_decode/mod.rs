@@ -44,7 +44,7 @@ pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, real
 pub use dispatch::{LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
 pub use host::{Bound, CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 pub use kernel::{entry_name, swap_ab_decode, swap_ab_decode_debug, trace_entry};
-pub use key::{CompileKey, ExtraRecord, KeyError, STREAMED_FROM_TOKENS, Schedule};
+pub use key::{CompileKey, ExtraRecord, KeyError, MAX_STREAMED_CTAS, Schedule};
 #[cfg(feature = "testing")]
 pub use numerics::{NumericsReport, compare};
 pub use output::{OutputBuffers, OutputLayout};

@@ -7,14 +7,16 @@
 //! - split (`split.rs`): grid (C, s_q, G), a cluster of C CTAs per token, one KV tile each,
 //!   merged over distributed shared memory. The shortest dependent chain per token: for
 //!   steps whose tokens do not fill the GPU.
-//! - streamed (`stream.rs`): grid (1, s_q, G), one CTA per token and group of 16 heads streams
-//!   the token's tiles through a two-deep software pipeline with an online softmax. Each
-//!   SM's chain of tiles keeps the next tile's records in flight: for steps with enough
-//!   tokens to fill the GPU.
+//! - streamed (`stream.rs`): grid (C, s_q, G), a cluster of C CTAs (often 1) per token and
+//!   group of 16 heads streams the token's tiles, every C-th tile a CTA, through a two-deep
+//!   software pipeline with an online softmax, merged as split merges when C > 1. Each SM's
+//!   chain of tiles keeps the next tile's records in flight: for steps with enough tokens to
+//!   fill the GPU (C = 1), or to fill it with 2-4 SMs a token.
 //!
 //! This file holds the entry points and the setup both share.
 
-use dsl_core::arch::pdl::grid_dependency_wait;
+use dsl_core::arch::cluster::{cluster_arrive, cluster_wait};
+use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{block_idx_y, lane_id, thread_idx_x, warp_id};
 use dsl_core::ir::Kernel;
@@ -26,7 +28,7 @@ use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
-use super::merge::EpilogueTensors;
+use super::merge::{EpilogueTensors, gather_stats, merge_and_store, pull_partials};
 use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
@@ -157,6 +159,49 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
     sync_threads();
 }
 
+/// Stages 7-10, the same in both schedules once this CTA's partial and statistics are in
+/// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
+/// this CTA's output units from every peer in rank order, merge with the sink, inverse
+/// RoPE, MXFP8 cast and o-fused store; no CTA exits while a peer may still read it. A
+/// streamed CTA without peers needs only its own barriers.
+#[device]
+pub(super) fn merge_stages(
+    ctx: &Ctx<'_>,
+    mma: &Mma,
+    rank: Val<u32>,
+    precast: Option<Tensor<f32, 3>>,
+) {
+    let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
+    let peers = plan.merges_peers();
+    stage("7: every partial and statistic is final");
+    if peers {
+        cluster_arrive();
+        cluster_wait();
+    } else {
+        sync_threads();
+    }
+    launch_dependents();
+
+    stage("8: pull this CTA's units from every peer, in fixed peer order");
+    let pulls = pull_partials(plan, buf, tid, rank);
+    if peers {
+        gather_stats(plan, buf, tid, rank);
+        sync_threads();
+    }
+
+    stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
+    let tensors = ctx.epilogue_tensors(precast);
+    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
+
+    stage("10: nobody exits while a peer may still read its shared memory; free TMEM");
+    if peers {
+        cluster_wait();
+    } else {
+        sync_threads();
+    }
+    mma.release(ctx.warp);
+}
+
 /// The kernel body: the checks and setup both schedules share, then the key's schedule.
 #[device]
 fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3>>) {
@@ -229,6 +274,6 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     mma.allocate(ctx.warp);
     match key.schedule {
         Schedule::Split => split::run(&ctx, mma, precast),
-        Schedule::Streamed => stream::run(&ctx, mma, precast),
+        Schedule::Streamed { .. } => stream::run(&ctx, mma, precast),
     }
 }

@@ -137,7 +137,7 @@ pub fn merge_and_store(
         }
         let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);
         let o = acc.map(|a| ok.select(a / denominator, 0.0f32));
-        if pass + 1 == pulls.len() && !plan.streamed() {
+        if pass + 1 == pulls.len() && plan.merges_peers() {
             // Every pulled value is consumed: peers may leave once all of them got here too
             // (the split barrier's wait is the last thing before exit).
             cluster_arrive_relaxed();

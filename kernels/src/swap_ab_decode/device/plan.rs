@@ -18,7 +18,7 @@ pub struct Plan {
     /// Clusters per token along the grid's z (64 and 128 heads: groups of 32).
     pub head_groups: u32,
     /// SWA tiles (KT) and compressed tiles (ET) of a token, and the rows of an SWA tile;
-    /// a split cluster has C = KT + ET CTAs, a streamed one 1.
+    /// a split cluster has C = KT + ET CTAs, a streamed one the key's `ctas`.
     pub swa_tiles: u32,
     pub extra_tiles: u32,
     pub swa_tile_rows: u32,
@@ -76,7 +76,13 @@ impl Plan {
     }
 
     pub fn streamed(&self) -> bool {
-        self.key.schedule == Schedule::Streamed
+        matches!(self.key.schedule, Schedule::Streamed { .. })
+    }
+
+    /// Whether the CTAs of a token merge over a cluster (split, and streamed by more than
+    /// one CTA): the cluster barriers around the pulls from peers' shared memory.
+    pub fn merges_peers(&self) -> bool {
+        !self.streamed() || self.cluster > 1
     }
 
     /// Per-CTA statistics (m, l) of every head, for the whole cluster.

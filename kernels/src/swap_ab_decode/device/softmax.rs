@@ -220,3 +220,16 @@ pub fn fold_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, tid: Val<u32
         store(buf.stat(0u32, 1, tid), old_sum.fma(alpha, sum));
     }
 }
+
+/// A streamed CTA of a cluster: its running statistics, kept in entry 0 while it streams,
+/// move to its own entry `rank`, where the peers read them (entry 0 is peer 0's once the
+/// statistics are gathered).
+#[device]
+pub fn publish_running(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
+    if tid < plan.heads {
+        for row in 0..2 {
+            let value: Val<f32> = load(buf.stat(0u32, row, tid));
+            store(buf.stat(rank, row, tid), value);
+        }
+    }
+}

@@ -20,17 +20,14 @@
 //! 10. split cluster barrier so no CTA exits while a peer may read its shared memory; free
 //!     TMEM.
 
-use dsl_core::arch::cluster::{cluster_arrive, cluster_wait};
 use dsl_core::arch::memory::store;
-use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::cluster_cta_rank;
 use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::{Ctx, score_tile, sum_columns};
-use super::merge::{gather_stats, merge_and_store, pull_partials};
+use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
 use crate::swap_ab_decode::{SWA_ROWS, TILE};
@@ -85,21 +82,5 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         buf.zero_partial(plan, tid);
     }
 
-    stage("7: every partial and statistic is final");
-    cluster_arrive();
-    cluster_wait();
-    launch_dependents();
-
-    stage("8: pull this CTA's units from every peer, in fixed peer order");
-    let pulls = pull_partials(plan, buf, tid, rank);
-    gather_stats(plan, buf, tid, rank);
-    sync_threads();
-
-    stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
-    let tensors = ctx.epilogue_tensors(precast);
-    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
-
-    stage("10: nobody exits while a peer may still read its shared memory");
-    cluster_wait();
-    mma.release(warp);
+    merge_stages(ctx, &mma, rank, precast);
 }

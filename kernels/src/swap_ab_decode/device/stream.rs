@@ -1,7 +1,8 @@
-//! The streamed schedule: grid (1, s_q, G), one CTA per token and group of 16 heads walks
-//! all of the token's KV tiles, 128 rows each (SWA tiles first, then compressed ones), and
-//! keeps an online softmax over them. The stages, as they appear in the PTX's stage
-//! comments:
+//! The streamed schedule: grid (C, s_q, G), a cluster of C CTAs (the key's `ctas`, often 1)
+//! per token and group of 16 heads. The token's KV tiles, 128 rows each (SWA tiles first,
+//! then compressed ones), go round the cluster: tile g is rank g % C's, and each CTA walks
+//! its tiles keeping an online softmax over them. The stages, as they appear in the PTX's
+//! stage comments:
 //!
 //! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
 //!    -> bf16 -> shared `[16, 512]`; the running statistics and outputs start empty;
@@ -17,10 +18,11 @@
 //!    - 5: O^T += V^T . P^T after the running O^T takes alpha per head, and the column
 //!      sums;
 //!    - 6: the running sum becomes alpha S + s and the running max M';
-//! 7. `griddepcontrol.launch_dependents`;
-//! 8. (with 9) the split schedule's merge with one peer, itself: the sink, the inverse
-//!    RoPE, the MXFP8 cast and the o-fused store of all of the group's units;
-//! 10. free TMEM.
+//! 6. after the last tile: the running O^T into the partial `[16, 512]` (sm_90a, from the
+//!    accumulator registers); in a cluster, the running statistics into this CTA's entry;
+//! 7. (to 10) the split schedule's merge (`kernel::merge_stages`): with C = 1 a merge with
+//!    one peer, itself, behind plain barriers; with C > 1 over distributed shared memory
+//!    behind cluster barriers, each CTA merging and storing its share of the output units.
 //!
 //! Why this shape: one CTA per SM (the KV tile alone is 128 KiB of shared memory) that
 //! runs a single tile from gather to merge leaves the SM idle while the records arrive;
@@ -33,17 +35,25 @@
 //! shared-memory partial read, scaled and written back every tile), and the partial is
 //! written once, over the KV tile. On sm_100a each tile's O^T lands in tensor memory and
 //! stage 6 folds it into a partial in its own shared-memory buffer (32 KiB). The
-//! accumulation order is fixed (SWA tiles, then compressed tiles, in row order), so the
-//! output is bitwise deterministic. 32 heads take two CTAs, which read the same records
-//! (the second from L2 when the two run together).
+//! accumulation order is fixed (each CTA's tiles in row order, SWA first; the merge in rank
+//! order), so the output is bitwise deterministic. 32 heads take two CTAs, which read the
+//! same records (the second from L2 when the two run together).
+//!
+//! Why clusters of streamed CTAs: a CTA's 128-row tile takes about 7.4 us on the H200
+//! whether or not the SM has other work, so a step whose tokens leave SMs idle is bound by
+//! the number of tiles per CTA. Split gives each tile its own CTA, but from about 24 tokens
+//! its clusters of 6 (NE 512) or 10 (NE 1024) no longer fit the GPU at once and take a
+//! second round; a cluster of 2-4 streamed CTAs gives each token 2-4 SMs and 2-5 tiles per
+//! CTA in one round, the cluster merge costing about 2 us. `host/dispatch.rs` models both
+//! and picks per call.
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
 //! register loads, and so was prefetching the next tile's records into L2 with
 //! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures).
 
-use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
+use dsl_core::arch::thread::cluster_cta_rank;
 use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
@@ -51,19 +61,22 @@ use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
     store_cos_sin, store_query, store_tile,
 };
-use super::kernel::{Ctx, score_tile, sum_columns};
-use super::merge::{merge_and_store, pull_partials};
+use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
+use super::plan::Plan;
 use super::smem::plain;
-use super::softmax::{Reference, fold_running, reset_running};
+use super::softmax::{Reference, fold_running, publish_running, reset_running};
 use crate::swap_ab_decode::TILE;
 
-/// Stages 1 to 10 of a token's CTA.
+/// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
+/// by one CTA).
 #[device]
 pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
-    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
+    let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     // Each head's alpha (row 0) and new running max (row 1) of the current tile.
     let rescale = smem_tile("rescale", plain(&[2, i64::from(plan.heads)], 4));
+    // A cluster of one has no rank: its CTA takes every tile.
+    let rank = (plan.cluster > 1).then(cluster_cta_rank);
 
     stage("1: Q RoPE, cos/sin, the lists' lengths; empty running statistics and partial");
     let position = load_position(&ctx.query);
@@ -78,47 +91,94 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let mma = mma.after_sync(plan);
     let mut running = mma.running_outputs(plan, buf, tid);
 
+    // The token's tiles in order (SWA, then compressed) go round the cluster's CTAs: the
+    // list's first tile is the token's `tiles_before`-th.
     let lists = [
-        (&ctx.swa, swa_limit, plan.swa_tiles),
-        (&ctx.extra, extra_limit, plan.extra_tiles),
+        (&ctx.swa, swa_limit, plan.swa_tiles, 0),
+        (&ctx.extra, extra_limit, plan.extra_tiles, plan.swa_tiles),
     ];
     let mut done = Val::<u32>::constant(0);
-    for (list, limit, tiles) in lists {
+    for (list, limit, tiles, tiles_before) in lists {
         if tiles > 0 {
-            (running, done) = stream_list(ctx, &mma, running, &rescale, list, limit, done);
+            let share = ListShare::of_rank(plan, list, limit, rank, tiles_before);
+            (running, done) = stream_list(ctx, &mma, running, &rescale, &share, done);
+        }
+    }
+    stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
+    running.finish(plan, buf);
+    if let Some(rank) = rank {
+        publish_running(plan, buf, tid, rank);
+    }
+    merge_stages(ctx, &mma, rank.unwrap_or(Val::constant(0)), precast);
+}
+
+/// The tiles of a list one CTA streams: of those whose first row is below `limit`, every
+/// one (a cluster of one), or tiles `first`, `first + C`, ... of a cluster of C.
+struct ListShare<'a> {
+    list: &'a KvList,
+    limit: Val<i32>,
+    round: Option<(Val<u32>, u32)>,
+}
+
+impl<'a> ListShare<'a> {
+    /// The share of `list` of the CTA of `rank` (none: a cluster of one); the list's first
+    /// tile is the token's `tiles_before`-th, and the token's tile `g` is rank `g % C`'s.
+    #[device]
+    fn of_rank(
+        plan: &Plan,
+        list: &'a KvList,
+        limit: Val<i32>,
+        rank: Option<Val<u32>>,
+        tiles_before: u32,
+    ) -> Self {
+        let ctas = plan.cluster;
+        let round = rank.map(|r| ((r + (ctas - tiles_before % ctas)) % ctas, ctas));
+        ListShare { list, limit, round }
+    }
+
+    /// How many of the list's `live_tiles` tiles are this share's.
+    #[device]
+    fn count(&self, live_tiles: Val<u32>) -> Val<u32> {
+        match self.round {
+            None => live_tiles,
+            Some((first, ctas)) => (live_tiles.max(first) - first + (ctas - 1)) / ctas,
         }
     }
 
-    stage("7: the running partial and statistics are final");
-    running.finish(plan, buf);
-    sync_threads();
-    launch_dependents();
+    /// The first row of the share's first tile.
+    #[device]
+    fn first_row(&self) -> Val<u32> {
+        match self.round {
+            None => Val::constant(0),
+            Some((first, _)) => first * TILE as u32,
+        }
+    }
 
-    stage("8-9: normalise with the sink, inverse RoPE, MXFP8 cast, o-fused store");
-    let rank = Val::<u32>::constant(0);
-    let pulls = pull_partials(plan, buf, tid, rank);
-    let tensors = ctx.epilogue_tensors(precast);
-    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
-
-    stage("10: free tensor memory");
-    sync_threads();
-    mma.release(warp);
+    /// The first row of the share's `i`-th tile.
+    #[device]
+    fn row0(&self, i: Val<u32>) -> Val<u32> {
+        let tile = match self.round {
+            None => i,
+            Some((first, ctas)) => first + i * ctas,
+        };
+        tile * TILE as u32
+    }
 }
 
-/// Streams the tiles of `list` whose first row is below `limit` into `running`; `done`
-/// counts the tiles already streamed (their mbarrier phases). Returns the running outputs
-/// and the count after these tiles.
+/// Streams this CTA's `share` of a list's tiles into `running`; `done` counts the tiles
+/// already streamed (their mbarrier phases). Returns the running outputs and the count
+/// after these tiles.
 #[device]
 fn stream_list<'m>(
     ctx: &Ctx<'_>,
     mma: &'m Mma,
     running: RunningOutputs<'m>,
     rescale: &SmemTile,
-    list: &KvList,
-    limit: Val<i32>,
+    share: &ListShare<'_>,
     done: Val<u32>,
 ) -> (RunningOutputs<'m>, Val<u32>) {
     let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
+    let (list, limit) = (share.list, share.limit);
     let rows = TILE as u32;
     let map = RowMap::new(tid, rows);
 
@@ -127,15 +187,15 @@ fn stream_list<'m>(
     let mut next = gather(
         list,
         &map,
-        &load_slot(list, ctx.token, &map, Val::constant(0)),
+        &load_slot(list, ctx.token, &map, share.first_row()),
         limit,
     );
     let mut running = running;
     let mut done = done;
-    for t in dyn_range(0u32, live_tiles) {
+    for i in dyn_range(0u32, share.count(live_tiles)) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
         store_tile(buf, list, &map, &next, tid);
-        let row0 = (t + 1u32) * rows;
+        let row0 = share.row0(i + 1u32);
         next = gather(list, &map, &load_slot(list, ctx.token, &map, row0), limit);
         // The MMAs read what the threads stored: make it visible to the async proxy.
         fence_proxy_async_shared();

@@ -3,7 +3,6 @@
 
 use dsl_core::Target;
 
-use crate::swap_ab_decode::key::STREAMED_FROM_TOKENS;
 use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
@@ -38,8 +37,8 @@ impl std::fmt::Display for LayerShape {
 }
 
 /// The key of a call of `tokens` query tokens with these shapes on `target`, validated:
-/// the schedule of [`Schedule::for_tokens`], or the streamed one where a split cluster
-/// cannot hold the token's tiles.
+/// of the schedules the key allows ([`Schedule::candidates`]), the one whose launch the
+/// model of [`modelled_us`] says is shortest.
 ///
 /// ```
 /// use dsl_core::Target;
@@ -54,13 +53,16 @@ impl std::fmt::Display for LayerShape {
 ///     extra_page: 16,
 /// };
 /// let one = dispatch(&shape, 1, Target::Sm90a)?;
+/// let some = dispatch(&shape, 64, Target::Sm90a)?;
 /// let many = dispatch(&shape, 512, Target::Sm90a)?;
-/// assert_eq!((one.schedule, many.schedule), (Schedule::Split, Schedule::Streamed));
-/// assert_eq!(warmup_keys(&shape, Target::Sm90a)?, vec![one, many]);
+/// assert_eq!(one.schedule, Schedule::Split);
+/// assert_eq!(some.schedule, Schedule::Streamed { ctas: 2 });
+/// assert_eq!(many.schedule, Schedule::STREAMED);
+/// assert!(warmup_keys(&shape, Target::Sm90a)?.contains(&some));
 /// # Ok::<(), kernels::swap_ab_decode::KeyError>(())
 /// ```
 pub fn dispatch(shape: &LayerShape, tokens: usize, target: Target) -> Result<CompileKey, KeyError> {
-    let key = CompileKey {
+    let base = CompileKey {
         heads: shape.heads,
         swa_width: shape.swa_width,
         extra_width: shape.extra_width,
@@ -68,35 +70,99 @@ pub fn dispatch(shape: &LayerShape, tokens: usize, target: Target) -> Result<Com
         swa_page: shape.swa_page,
         extra_page: shape.extra_page,
         target,
-        schedule: Schedule::for_tokens(tokens),
+        schedule: Schedule::Split,
     };
-    match key.validate() {
-        Ok(()) => Ok(key),
-        Err(KeyError::Cluster { .. }) if key.schedule == Schedule::Split => {
-            let streamed = key.with_schedule(Schedule::Streamed);
-            streamed.validate()?;
-            Ok(streamed)
+    let mut best: Option<(f64, CompileKey)> = None;
+    let mut first_error = None;
+    for schedule in Schedule::candidates() {
+        let key = base.with_schedule(schedule);
+        match key.validate() {
+            Ok(()) => {
+                let us = modelled_us(&key, tokens);
+                if best.is_none_or(|(b, _)| us < b) {
+                    best = Some((us, key));
+                }
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
         }
-        Err(e) => Err(e),
     }
+    match (best, first_error) {
+        (Some((_, key)), _) => Ok(key),
+        (None, Some(e)) => Err(e),
+        (None, None) => unreachable!("Schedule::candidates is never empty"),
+    }
+}
+
+/// The modelled time of a launch of `key` for `tokens` tokens, in microseconds of an H200
+/// at 1.98 GHz: rounds of the CTAs the GPU holds at once (`ctas_at_once`) times the time of
+/// one CTA. The constants are fitted to `examples/bench_decode.rs --tokens 8,16,...,128`
+/// on the H200 (both schedules, streamed by 1 to 4 CTAs, 16 and 32 heads, NE 512 and 1024);
+/// the model picks what was measured fastest there, or one within 10% of it. Only the
+/// ratios between schedules matter; sm_100a assumes a B200's SM count and the same ratios
+/// (not measured).
+pub fn modelled_us(key: &CompileKey, tokens: usize) -> f64 {
+    /// A split CTA (one tile, the cluster merge), by the MMAs' head count (16 or 32).
+    const SPLIT_CTA_US: [f64; 2] = [11.6, 17.0];
+    /// A streamed CTA: its setup and epilogue, each 128-row tile, and the cluster merge.
+    const STREAM_START_US: f64 = 3.5;
+    const STREAM_TILE_US: f64 = 7.35;
+    const CLUSTER_MERGE_US: f64 = 2.0;
+    let cluster = key.cluster_size();
+    let ctas = tokens * key.head_groups() * cluster;
+    let rounds = ctas.div_ceil(ctas_at_once(key.target, cluster)) as f64;
+    let per_cta = match key.schedule {
+        Schedule::Split => SPLIT_CTA_US[usize::from(key.mma_heads() > 16)],
+        Schedule::Streamed { ctas } => {
+            let merge = if ctas > 1 { CLUSTER_MERGE_US } else { 0.0 };
+            STREAM_START_US + merge + key.tiles().div_ceil(ctas) as f64 * STREAM_TILE_US
+        }
+    };
+    rounds * per_cta
+}
+
+/// CTAs of `cluster`-CTA clusters that run at once, one a SM (every key takes more than
+/// half of an SM's shared memory). A cluster's CTAs share a GPC, so larger clusters leave
+/// SMs idle: on the H200 (132 SMs) 128 CTAs in pairs ran in one round, 96 in clusters of
+/// 3, 4 and 6 did but 128 in clusters of 4 did not, and 80 in clusters of 10 did not.
+fn ctas_at_once(target: Target, cluster: usize) -> usize {
+    let sms = match target {
+        Target::Sm90a => 132,
+        Target::Sm100a => 148,
+    };
+    let usable = match cluster {
+        1 | 2 => sms,
+        3..=8 => sms * 9 / 10,
+        _ => sms * 11 / 20,
+    };
+    (usable / cluster).max(1) * cluster
 }
 
 /// Every key a layer of this shape can hit on `target`, whatever its token count: compile
 /// these at start-up and no decode step compiles (the token count is a grid dimension;
-/// it only picks between the split and the streamed schedule).
+/// it only picks the schedule).
 pub fn warmup_keys(shape: &LayerShape, target: Target) -> Result<Vec<CompileKey>, KeyError> {
-    let mut keys = vec![dispatch(shape, 1, target)?];
-    let streamed = dispatch(shape, STREAMED_FROM_TOKENS, target)?;
-    if !keys.contains(&streamed) {
-        keys.push(streamed);
+    let mut keys: Vec<CompileKey> = Vec::new();
+    // Past a few waves of the largest GPU every schedule's time grows in proportion to
+    // the token count, so the pick no longer changes.
+    for tokens in 1..=WARMUP_TOKENS {
+        let key = dispatch(shape, tokens, target)?;
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
     }
     Ok(keys)
 }
 
+/// Token counts [`warmup_keys`] tries.
+const WARMUP_TOKENS: usize = 2048;
+
 /// The keys whose PTX is kept as reviewed snapshots. Split: heads {16, 32} x {fp8, NVFP4}
 /// x (NK, NE) in {(128, 512), (128, 1024)} with 64-slot pages, partial tiles (NK 100,
-/// NE 300) and the smallest cluster (NK 64, NE 0). Streamed: both record formats at
-/// (128, 512), partial tiles, and no compressed list.
+/// NE 300) and the smallest cluster (NK 64, NE 0). Streamed by one CTA: both record formats
+/// at (128, 512), partial tiles, and no compressed list; by a cluster: 2 CTAs at (128, 512)
+/// fp8, 3 over partial NVFP4 tiles.
 pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
     let key = |heads, swa_width, extra_width, extra_record| CompileKey {
         heads,
@@ -126,7 +192,9 @@ pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
         key(16, 100, 300, ExtraRecord::Nvfp4),
         key(16, 64, 0, ExtraRecord::Fp8),
     ];
-    keys.extend(streamed.map(|k| k.with_schedule(Schedule::Streamed)));
+    keys.extend(streamed.map(|k| k.with_schedule(Schedule::STREAMED)));
+    keys.push(key(16, 128, 512, ExtraRecord::Fp8).with_schedule(Schedule::Streamed { ctas: 2 }));
+    keys.push(key(16, 100, 300, ExtraRecord::Nvfp4).with_schedule(Schedule::Streamed { ctas: 3 }));
     keys
 }
 
@@ -150,8 +218,8 @@ pub fn variant_keys(target: Target) -> Vec<CompileKey> {
         key(8, 1024, ExtraRecord::Nvfp4, Schedule::Split),
         key(64, 512, ExtraRecord::Nvfp4, Schedule::Split),
         key(128, 1024, ExtraRecord::Fp8, Schedule::Split),
-        key(32, 1024, ExtraRecord::Fp8, Schedule::Streamed),
-        key(8, 512, ExtraRecord::Nvfp4, Schedule::Streamed),
+        key(32, 1024, ExtraRecord::Fp8, Schedule::STREAMED),
+        key(8, 512, ExtraRecord::Nvfp4, Schedule::STREAMED),
     ]
 }
 
@@ -175,8 +243,8 @@ mod tests {
         let key = dispatch(&shape(), 1, Target::Sm100a).unwrap();
         assert_eq!(key.extra_record, ExtraRecord::Nvfp4);
         assert_eq!((key.schedule, key.cluster_size()), (Schedule::Split, 6));
-        let many = dispatch(&shape(), STREAMED_FROM_TOKENS, Target::Sm100a).unwrap();
-        assert_eq!(many, key.with_schedule(Schedule::Streamed));
+        let many = dispatch(&shape(), 4096, Target::Sm100a).unwrap();
+        assert_eq!(many, key.with_schedule(Schedule::STREAMED));
         let bad = LayerShape {
             extra_record_bytes: 300,
             ..shape()
@@ -205,8 +273,12 @@ mod tests {
             extra_width: 2048,
             ..shape()
         };
+        // 17 tiles are more than a split cluster holds: a cluster of 4 streams them.
         let key = dispatch(&long, 1, Target::Sm90a).unwrap();
-        assert_eq!((key.schedule, key.tiles()), (Schedule::Streamed, 17));
+        assert_eq!(
+            (key.schedule, key.tiles()),
+            (Schedule::Streamed { ctas: 4 }, 17)
+        );
         assert!(matches!(
             key.with_schedule(Schedule::Split).validate(),
             Err(KeyError::Cluster { tiles: 18, .. })
@@ -225,16 +297,73 @@ mod tests {
     #[test]
     fn warmup_has_the_key_of_every_token_count() {
         let keys = warmup_keys(&shape(), Target::Sm90a).unwrap();
-        for tokens in [1, 2, STREAMED_FROM_TOKENS - 1, STREAMED_FROM_TOKENS, 4096] {
+        for tokens in (1..=8192).step_by(7) {
             assert!(keys.contains(&dispatch(&shape(), tokens, Target::Sm90a).unwrap()));
         }
-        assert_eq!(keys.len(), 2);
+        let schedules: Vec<Schedule> = keys.iter().map(|k| k.schedule).collect();
+        assert_eq!(
+            schedules,
+            [
+                Schedule::Split,
+                Schedule::Streamed { ctas: 2 },
+                Schedule::STREAMED
+            ]
+        );
+    }
+
+    /// The H200 sweep the model is fitted to (`bench_decode --quick --tokens ...`, fp8,
+    /// NK 128): per (heads, NE, s_q) every schedule's median in microseconds, in the order
+    /// of [`Schedule::candidates`]. The model's pick must be within 10% of the fastest.
+    #[test]
+    fn the_model_picks_what_the_h200_measured_fastest() {
+        let measured: [(usize, usize, usize, [f64; 5]); 22] = [
+            (16, 512, 8, [12.3, 40.3, 25.8, 20.5, 19.3]),
+            (16, 512, 16, [13.4, 42.2, 27.2, 22.0, 20.7]),
+            (16, 512, 24, [22.5, 42.1, 28.1, 22.3, 21.1]),
+            (16, 512, 32, [23.2, 42.6, 27.9, 23.0, 37.0]),
+            (16, 512, 48, [32.8, 42.6, 28.8, 40.9, 37.7]),
+            (16, 512, 64, [42.0, 43.4, 29.2, 41.2, 53.8]),
+            (16, 512, 96, [60.4, 44.3, 52.7, 59.5, 70.9]),
+            (16, 512, 128, [78.9, 44.9, 54.0, 78.0, 88.0]),
+            (32, 512, 8, [17.5, 40.9, 26.6, 20.7, 19.7]),
+            (32, 512, 16, [18.6, 42.2, 27.9, 22.4, 36.6]),
+            (32, 512, 32, [32.8, 42.9, 28.7, 40.3, 53.1]),
+            (32, 512, 64, [60.9, 44.2, 52.8, 76.4, 86.4]),
+            (32, 512, 128, [120.3, 84.6, 102.2, 133.7, 155.1]),
+            (16, 1024, 8, [23.3, 69.7, 40.5, 28.8, 27.1]),
+            (16, 1024, 16, [33.2, 69.9, 41.3, 29.3, 27.6]),
+            (16, 1024, 32, [52.9, 70.1, 41.6, 30.2, 50.8]),
+            (16, 1024, 64, [100.6, 71.3, 43.2, 55.9, 74.1]),
+            (16, 1024, 128, [189.0, 72.8, 80.8, 105.9, 121.5]),
+            (32, 1024, 16, [46.3, 69.9, 41.2, 29.6, 50.0]),
+            (32, 1024, 32, [75.1, 70.7, 42.5, 54.6, 73.2]),
+            (32, 1024, 64, [145.6, 72.5, 80.2, 104.6, 120.6]),
+            (32, 1024, 128, [275.9, 140.7, 157.1, 184.2, 217.7]),
+        ];
+        let schedules: Vec<Schedule> = Schedule::candidates().collect();
+        for (heads, extra_width, tokens, times) in measured {
+            let layer = LayerShape {
+                heads,
+                extra_width,
+                extra_record_bytes: 528,
+                ..shape()
+            };
+            let picked = dispatch(&layer, tokens, Target::Sm90a).unwrap().schedule;
+            let at = schedules.iter().position(|s| *s == picked).unwrap();
+            let fastest = times.iter().cloned().fold(f64::INFINITY, f64::min);
+            assert!(
+                times[at] <= 1.1 * fastest,
+                "{heads} heads, NE {extra_width}, {tokens} tokens: picked {picked:?} at {} us, \
+                 the fastest took {fastest} us",
+                times[at]
+            );
+        }
     }
 
     #[test]
     fn snapshot_keys_are_valid_and_distinct() {
         let keys = snapshot_keys(Target::Sm100a);
-        assert_eq!(keys.len(), 16);
+        assert_eq!(keys.len(), 18);
         for k in &keys {
             k.validate().unwrap();
         }

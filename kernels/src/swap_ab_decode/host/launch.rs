@@ -986,9 +986,9 @@ impl SwapAbDecode {
         unsafe { self.launch_checked(stream, args, call) }
     }
 
-    /// [`SwapAbDecode::launch`] with the schedule pinned instead of picked from the token
-    /// count ([`Schedule::for_tokens`]), for an engine that measured its own crossover (and
-    /// for the benchmark, which times both).
+    /// [`SwapAbDecode::launch`] with the schedule pinned instead of picked by
+    /// [`dispatch`]'s model, for an engine that measured its own crossovers (and for the
+    /// benchmark, which times every schedule).
     ///
     /// # Safety
     /// As [`SwapAbDecode::launch`].

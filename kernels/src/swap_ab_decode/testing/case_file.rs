@@ -282,7 +282,7 @@ pub fn to_bytes(
         ("swa_page", key.swa_page.to_string()),
         ("extra_page", key.extra_page.to_string()),
         ("target", key.target.sm_name().to_string()),
-        ("schedule", key.schedule.short_name().to_string()),
+        ("schedule", key.schedule.short_name()),
         ("padded_heads", p.q.padded_heads.to_string()),
         ("softmax_scale", format!("{:?}", p.softmax_scale)),
         ("out_groups", layout.groups.to_string()),
@@ -587,14 +587,17 @@ impl Metadata {
         })
     }
 
-    /// The optional `schedule` (`split` or `stream`); files without it are split.
+    /// The optional `schedule` (`split`, `stream` or `stream<CTAs>`); files without it are
+    /// split.
     fn schedule(&self) -> Result<Schedule, CaseFileError> {
-        match self.0.get("schedule").map(String::as_str) {
-            None | Some("split") => Ok(Schedule::Split),
-            Some("stream") => Ok(Schedule::Streamed),
-            Some(other) => Err(CaseFileError::Metadata {
+        match self.0.get("schedule") {
+            None => Ok(Schedule::Split),
+            Some(name) => Schedule::from_short_name(name).ok_or_else(|| CaseFileError::Metadata {
                 key: "schedule",
-                problem: format!("`{other}` is not a schedule: `split` or `stream`"),
+                problem: format!(
+                    "`{name}` is not a schedule: `split`, `stream` or `stream` and a CTA count \
+                     (`stream2`)"
+                ),
             }),
         }
     }

@@ -70,7 +70,8 @@ pub fn realistic_keys(target: Target) -> Vec<CompileKey> {
 
 /// Small keys that, with [`edge_cases`] of each, cover every key-level corner cheaply: 16 and
 /// 32 heads, both compressed formats, an empty SWA list, an empty compressed list, widths that
-/// leave the last tile partly past the list, and small pages.
+/// leave the last tile partly past the list, small pages, and a streamed cluster whose
+/// second CTA has no tile when the lists are short.
 pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
     let key = |heads, swa_width, extra_width, extra_record, swa_page, extra_page| CompileKey {
         heads,
@@ -82,7 +83,7 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
         target,
         schedule: Schedule::Split,
     };
-    let streamed = |k: CompileKey| k.with_schedule(Schedule::Streamed);
+    let streamed = |k: CompileKey| k.with_schedule(Schedule::STREAMED);
     vec![
         key(16, 64, 128, ExtraRecord::Fp8, 64, 64),
         key(32, 64, 128, ExtraRecord::Nvfp4, 64, 32),
@@ -92,6 +93,7 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
         streamed(key(16, 64, 256, ExtraRecord::Fp8, 64, 64)),
         streamed(key(32, 192, 200, ExtraRecord::Nvfp4, 16, 8)),
         streamed(key(16, 0, 128, ExtraRecord::Fp8, 64, 16)),
+        key(16, 64, 128, ExtraRecord::Fp8, 64, 64).with_schedule(Schedule::Streamed { ctas: 2 }),
     ]
 }
 
