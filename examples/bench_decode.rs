@@ -1,8 +1,9 @@
 //! GPU benchmark of the decode kernel, timed as serving runs it: for heads {16, 32}, NK 128,
 //! NE {512, 1024}, fp8 and NVFP4 compressed records and s_q {1, 32, 64, 128, 512}, every
-//! schedule (`Schedule::Split`, and `Schedule::Streamed` by 1 to 4 CTAs), the median, p10
-//! and p90 of CUDA-graph replays of one launch, the KV bytes it reads per second, and in the same run
-//! the device's copy bandwidth, so every figure is also a ratio.
+//! schedule (`Schedule::candidates`: split with 128- and 64-row compressed tiles, streamed by
+//! 1 to 4 CTAs), the median, p10 and p90 of CUDA-graph replays of one launch, the KV bytes it
+//! reads per second, and in the same run the device's copy bandwidth, so every figure is also
+//! a ratio.
 //!
 //! Each timed replay is queued behind a short GPU spin (`kernels::basics::spin`, its step
 //! count calibrated at start-up to about 30 us at the fastest clock the calibration sees):
@@ -69,15 +70,6 @@ const CLOCK_RAMP: Duration = Duration::from_millis(200);
 
 const USAGE: &str = "usage: bench_decode [--out results.jsonl] [--quick] \
                      [--only HEADS,NE,RECORD,S_Q] [--tokens S_Q,S_Q,...] [--no-chain]";
-/// The schedules timed for every configuration (those the configuration's key allows).
-const SCHEDULES: [Schedule; 5] = [
-    Schedule::Split,
-    Schedule::STREAMED,
-    Schedule::Streamed { ctas: 2 },
-    Schedule::Streamed { ctas: 3 },
-    Schedule::Streamed { ctas: 4 },
-];
-
 #[derive(Clone, Copy, PartialEq)]
 struct Config {
     heads: usize,
@@ -245,7 +237,7 @@ fn problem(cfg: Config, sets: usize, rng: &mut Rng) -> (DecodeProblem, Vec<(Slot
         swa_page: SWA_PAGE,
         extra_page: EXTRA_PAGE,
         target: dsl_core::Target::Sm90a,
-        schedule: Schedule::Split,
+        schedule: Schedule::SPLIT,
     };
     let plain: Vec<bf16> = (0..cfg.s_q * cfg.heads * 512)
         .map(|_| bf16::from_f32((rng.next() % 2000) as f32 / 1000.0 - 1.0))
@@ -584,7 +576,7 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
         .expect("valid call")
         .key;
     let mut rows = Vec::new();
-    for schedule in SCHEDULES {
+    for schedule in Schedule::candidates() {
         let key = dispatched.with_schedule(schedule);
         if key.validate().is_err() {
             continue;

@@ -4,8 +4,8 @@ every configuration, and the 61-layer chains) and the PyTorch baseline (JSON arr
 bench_torch.py) into two markdown tables. Times are medians with (p10-p90) of CUDA-graph
 replays.
 
-The first table has one row per configuration: the median of every schedule (split, and
-streamed by 1 to 4 CTAs), then the one the host dispatches with its p10-p90; the bandwidth
+The first table has one row per configuration: the median of every schedule (split with
+128- and 64-row compressed tiles, streamed by 1 to 4 CTAs), then the one the host dispatches with its p10-p90; the bandwidth
 and ratios are of that one. The second has the chains: the time per layer of a graph of 61
 launches of the dispatched schedule, and its ratio to the single-launch time of that
 schedule.
@@ -33,7 +33,7 @@ def ratio(base, us):
     return f"{base / us:.1f}x" if base else "-"
 
 
-SCHEDULES = ["split", "stream", "stream2", "stream3", "stream4"]
+SCHEDULES = ["split", "split64", "stream", "stream2", "stream3", "stream4"]
 
 
 def median(row):

@@ -52,7 +52,7 @@ fn head_groups_share_one_kernel() {
             swa_page: 64,
             extra_page: 64,
             target,
-            schedule: kernels::swap_ab_decode::Schedule::Split,
+            schedule: kernels::swap_ab_decode::Schedule::SPLIT,
         };
         let ptx = |heads| {
             emit(&swap_ab_decode(target, &key(heads)).unwrap())

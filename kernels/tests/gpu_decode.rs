@@ -351,9 +351,10 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
     eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
 }
 
-/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): six
-/// keys (split: 16 heads fp8, 32 heads NVFP4 with NE 1024, the one-CTA cluster; streamed:
-/// 16 heads fp8 by one CTA and by a cluster of two, SWA only) on the edge cases
+/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): seven
+/// keys (split: 16 heads fp8 in full and in half tiles, 32 heads NVFP4 with NE 1024, the
+/// one-CTA cluster; streamed: 16 heads fp8 by one CTA and by a cluster of two, SWA only) on
+/// the edge cases
 /// that stress bounds (ids past the end, invalid ids, padded heads and cache blocks) plus a
 /// 3-token generated case each.
 #[test]
@@ -382,8 +383,8 @@ fn gpu_decode_sanitizer_batch() {
             .any(|n| name.starts_with(n))
         })
         .collect();
-    // Split: the three; streamed: the 16-head fp8 ones (1 and 2 CTAs) and the SWA-only one.
-    assert_eq!(keys.len(), 6);
+    // Split: the four; streamed: the 16-head fp8 ones (1 and 2 CTAs) and the SWA-only one.
+    assert_eq!(keys.len(), 7);
     let mut cases = Vec::new();
     for key in keys {
         cases.extend(

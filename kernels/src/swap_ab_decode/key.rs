@@ -46,9 +46,10 @@ impl ExtraRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Schedule {
     /// A cluster of C CTAs per token and group of up to 32 heads, one KV tile each (64 SWA
-    /// rows or 128 compressed rows), merged over distributed shared memory: the shortest
-    /// chain per token, for steps with too few tokens to fill the GPU.
-    Split,
+    /// rows, or `extra_rows` compressed rows: 128, or 64 for twice the CTAs with half the
+    /// rows each), merged over distributed shared memory: the shortest chain per token, for
+    /// steps with too few tokens to fill the GPU.
+    Split { extra_rows: usize },
     /// A cluster of `ctas` CTAs per token and group of 16 heads: each streams every
     /// `ctas`-th of the token's 128-row tiles through a software pipeline (the next tile's
     /// records in flight while the current one computes) with an online softmax, and the
@@ -59,36 +60,56 @@ pub enum Schedule {
 }
 
 impl Schedule {
+    /// Split with 128-row compressed tiles.
+    pub const SPLIT: Schedule = Schedule::Split { extra_rows: TILE };
     /// One CTA streams all of a token's tiles: no cluster, no merge over peers.
     pub const STREAMED: Schedule = Schedule::Streamed { ctas: 1 };
 
-    /// `split`, `stream` or `stream<ctas>` (2 and more), as in key names.
+    /// `split`, `split64`, `stream` or `stream<ctas>` (2 and more), as in key names.
     pub fn short_name(self) -> String {
         match self {
-            Schedule::Split => "split".to_string(),
+            Schedule::SPLIT => "split".to_string(),
+            Schedule::Split { extra_rows } => format!("split{extra_rows}"),
             Schedule::STREAMED => "stream".to_string(),
             Schedule::Streamed { ctas } => format!("stream{ctas}"),
         }
     }
 
-    /// The schedule a [`Schedule::short_name`] names (`split`, `stream`, `stream2`, ...).
+    /// The schedule a [`Schedule::short_name`] names (`split`, `split64`, `stream`,
+    /// `stream2`, ...).
     pub fn from_short_name(name: &str) -> Option<Schedule> {
-        if name == "split" {
-            return Some(Schedule::Split);
+        let count = |n: &str| match n {
+            "" => None,
+            n if !n.starts_with('0') => n.parse().ok(),
+            _ => None,
+        };
+        if let Some(rows) = name.strip_prefix("split") {
+            return Some(match rows {
+                "" => Schedule::SPLIT,
+                rows => Schedule::Split {
+                    extra_rows: count(rows).filter(|r| *r != TILE)?,
+                },
+            });
         }
         let ctas = match name.strip_prefix("stream")? {
             "" => 1,
-            n if !n.starts_with('0') => n.parse().ok()?,
-            _ => return None,
+            n => count(n).filter(|c| *c != 1)?,
         };
         Some(Schedule::Streamed { ctas })
     }
 
     /// The schedules a key may take, in the order a tie between their modelled times
-    /// goes: split, then streamed by 1 to [`MAX_STREAMED_CTAS`] CTAs.
+    /// goes: split with 128- and with 64-row compressed tiles, then streamed by 1 to
+    /// [`MAX_STREAMED_CTAS`] CTAs.
     pub fn candidates() -> impl Iterator<Item = Schedule> {
-        std::iter::once(Schedule::Split)
-            .chain((1..=MAX_STREAMED_CTAS).map(|ctas| Schedule::Streamed { ctas }))
+        [
+            Schedule::SPLIT,
+            Schedule::Split {
+                extra_rows: SWA_ROWS,
+            },
+        ]
+        .into_iter()
+        .chain((1..=MAX_STREAMED_CTAS).map(|ctas| Schedule::Streamed { ctas }))
     }
 }
 
@@ -127,7 +148,7 @@ pub enum KeyError {
     #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
     Heads { heads: usize },
     #[error(
-        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_stream]_<sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a (split) or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<2-4> (none: split), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
     )]
     Name { name: String },
     #[error(
@@ -138,7 +159,8 @@ pub enum KeyError {
     Page { list: &'static str, page: usize },
     #[error(
         "swa_width {swa_width} and extra_width {extra_width} give {tiles} CTAs per token \
-         (split: ceil(NK/64) + ceil(NE/128)); a token needs a KV tile and a cluster holds \
+         (split: ceil(NK/64) + ceil(NE/128), or ceil(NE/64) with 64-row compressed tiles); a \
+         token needs a KV tile and a cluster holds \
          1 to {MAX_CLUSTER}"
     )]
     Cluster {
@@ -151,6 +173,8 @@ pub enum KeyError {
          to min({tiles}, {MAX_CLUSTER}) CTAs, so that every CTA has a tile"
     )]
     StreamedCtas { ctas: usize, tiles: usize },
+    #[error("split compressed tiles have 64 or 128 rows, got {rows}")]
+    SplitRows { rows: usize },
 }
 
 /// The live-head counts the kernel is built for.
@@ -180,6 +204,11 @@ impl CompileKey {
                 tiles,
             });
         }
+        if let Schedule::Split { extra_rows } = self.schedule {
+            if extra_rows != SWA_ROWS && extra_rows != TILE {
+                return Err(KeyError::SplitRows { rows: extra_rows });
+            }
+        }
         if let Schedule::Streamed { ctas } = self.schedule {
             if !(1..=self.tiles().min(MAX_CLUSTER)).contains(&ctas) {
                 return Err(KeyError::StreamedCtas {
@@ -200,14 +229,22 @@ impl CompileKey {
     /// Rows of an SWA tile: 64 split (two CTAs share the window), 128 streamed.
     pub fn swa_tile_rows(&self) -> usize {
         match self.schedule {
-            Schedule::Split => SWA_ROWS,
+            Schedule::Split { .. } => SWA_ROWS,
             Schedule::Streamed { .. } => TILE,
         }
     }
 
-    /// Compressed tiles (ET = ceil(NE / 128)).
+    /// Rows of a compressed tile: the split schedule's `extra_rows`, 128 streamed.
+    pub fn extra_tile_rows(&self) -> usize {
+        match self.schedule {
+            Schedule::Split { extra_rows } => extra_rows,
+            Schedule::Streamed { .. } => TILE,
+        }
+    }
+
+    /// Compressed tiles (ET = ceil(NE / rows of a compressed tile)).
     pub fn extra_tiles(&self) -> usize {
-        self.extra_width.div_ceil(TILE)
+        self.extra_width.div_ceil(self.extra_tile_rows())
     }
 
     /// KV tiles of a token (KT + ET).
@@ -218,7 +255,7 @@ impl CompileKey {
     /// CTAs per cluster: one per KV tile split (C = KT + ET), `ctas` streamed.
     pub fn cluster_size(&self) -> usize {
         match self.schedule {
-            Schedule::Split => self.tiles(),
+            Schedule::Split { .. } => self.tiles(),
             Schedule::Streamed { ctas } => ctas,
         }
     }
@@ -248,7 +285,7 @@ impl CompileKey {
     /// `[16, 512]` f32 must fit in shared memory beside the KV tile.
     pub fn max_heads_per_cluster(&self) -> usize {
         match self.schedule {
-            Schedule::Split => MAX_HEADS_PER_CLUSTER,
+            Schedule::Split { .. } => MAX_HEADS_PER_CLUSTER,
             Schedule::Streamed { .. } => MIN_MMA_HEADS,
         }
     }
@@ -282,12 +319,12 @@ impl std::str::FromStr for CompileKey {
         let parts: Vec<&str> = name.split('_').collect();
         let (h, nk, ne, record, pages, schedule, target) = match parts[..] {
             [h, nk, ne, record, pages, target] => {
-                (h, nk, ne, record, pages, Schedule::Split, target)
+                (h, nk, ne, record, pages, Schedule::SPLIT, target)
             }
             [h, nk, ne, record, pages, stream, target] => {
-                // Split keys have no schedule part: one name per key.
+                // The default split has no schedule part: one name per key.
                 let schedule = Schedule::from_short_name(stream)
-                    .filter(|s| *s != Schedule::Split)
+                    .filter(|s| *s != Schedule::SPLIT)
                     .ok_or_else(bad)?;
                 (h, nk, ne, record, pages, schedule, target)
             }
@@ -323,6 +360,7 @@ impl std::str::FromStr for CompileKey {
 
 impl fmt::Display for CompileKey {
     /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a` (split),
+    /// `..._split64_...` (split into 64-row compressed tiles),
     /// `h16_nk128_ne512_fp8_p64x64_stream_sm100a` (streamed by one CTA), `..._stream2_...`
     /// (by a cluster of two).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -336,7 +374,7 @@ impl fmt::Display for CompileKey {
             self.swa_page,
             self.extra_page,
         )?;
-        if self.schedule != Schedule::Split {
+        if self.schedule != Schedule::SPLIT {
             write!(f, "{}_", self.schedule.short_name())?;
         }
         write!(f, "{}", self.target.short_name())
@@ -357,7 +395,7 @@ mod tests {
             swa_page: 64,
             extra_page: 16,
             target: Target::Sm90a,
-            schedule: Schedule::Split,
+            schedule: Schedule::SPLIT,
         };
         let name = key.to_string();
         assert_eq!(name, "h64_nk100_ne300_nvfp4_p64x16_sm90a");
@@ -374,11 +412,24 @@ mod tests {
             "h64_nk100_ne300_nvfp4_p64x16_stream2_sm90a"
         );
         assert_eq!(pair.to_string().parse::<CompileKey>(), Ok(pair));
-        for bad in ["stream0", "stream02", "streamx", "strea", "split"] {
+        let half = key.with_schedule(Schedule::Split { extra_rows: 64 });
+        assert_eq!(
+            half.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_split64_sm90a"
+        );
+        assert_eq!(half.to_string().parse::<CompileKey>(), Ok(half));
+        assert_eq!(
+            key.with_schedule(Schedule::Split { extra_rows: 32 })
+                .validate(),
+            Err(KeyError::SplitRows { rows: 32 })
+        );
+        for bad in [
+            "stream0", "stream02", "streamx", "strea", "split", "split128", "stream1", "split32",
+        ] {
             let name = format!("h64_nk100_ne300_nvfp4_p64x16_{bad}_sm90a");
             assert!(matches!(
                 name.parse::<CompileKey>(),
-                Err(KeyError::Name { .. } | KeyError::Cluster { .. })
+                Err(KeyError::Name { .. } | KeyError::Cluster { .. } | KeyError::SplitRows { .. })
             ));
         }
         assert_eq!(
@@ -405,7 +456,7 @@ mod tests {
             swa_page: 64,
             extra_page: 64,
             target: Target::Sm100a,
-            schedule: Schedule::Split,
+            schedule: Schedule::SPLIT,
         };
         assert_eq!((key(8).head_groups(), key(8).mma_heads()), (1, 16));
         assert_eq!((key(16).head_groups(), key(16).mma_heads()), (1, 16));

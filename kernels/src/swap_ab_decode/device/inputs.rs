@@ -384,10 +384,14 @@ pub fn stage_inputs(
     live
 }
 
-/// Zeros rows `rows..128` of the KV tile, which a 64-row SWA tile does not fill: the S MMA
+/// Zeros rows `rows..128` of the KV tile, which a 64-row tile does not fill: the S MMA
 /// reads all 128 rows (their scores are masked, but must not be uninitialised memory).
+/// Nothing to do for a full tile.
 #[device]
 pub fn zero_stale_rows(buf: &Buffers, tid: Val<u32>, rows: u32) {
+    if rows == TILE as u32 {
+        return;
+    }
     let threads = THREADS as u32;
     let chunks_per_row = HEAD_DIM as u32 * 2 / 16;
     let stale_chunks = (TILE as u32 - rows) * chunks_per_row;

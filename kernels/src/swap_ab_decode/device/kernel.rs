@@ -273,7 +273,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     grid_dependency_wait();
     mma.allocate(ctx.warp);
     match key.schedule {
-        Schedule::Split => split::run(&ctx, mma, precast),
+        Schedule::Split { .. } => split::run(&ctx, mma, precast),
         Schedule::Streamed { .. } => stream::run(&ctx, mma, precast),
     }
 }

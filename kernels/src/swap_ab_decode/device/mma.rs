@@ -207,7 +207,7 @@ impl Mma {
 #[derive(Clone, Copy)]
 pub enum TileRows {
     /// Split: 64 at an SWA rank (the tile's upper half never takes part), 128 at a
-    /// compressed one.
+    /// compressed one (64 in a cluster of half tiles).
     ByRank(Val<u32>),
     /// All 128 (streamed tiles are 128 rows of either list).
     All,
@@ -466,7 +466,7 @@ impl Tcgen05Stage {
                     TileRows::ByRank(rank) => {
                         self.outputs_mma
                             .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
-                        if plan.extra_tiles > 0 {
+                        if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
                             if rank >= plan.swa_tiles {
                                 self.outputs_mma.gemm_k_steps(
                                     o,
@@ -556,7 +556,7 @@ impl WgmmaStage {
             TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, onto),
             TileRows::ByRank(rank) => {
                 thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, onto);
-                if plan.extra_tiles > 0 {
+                if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
                     if rank >= plan.swa_tiles {
                         thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
                     }

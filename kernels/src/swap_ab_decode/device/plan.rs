@@ -22,6 +22,8 @@ pub struct Plan {
     pub swa_tiles: u32,
     pub extra_tiles: u32,
     pub swa_tile_rows: u32,
+    /// Rows of a compressed tile: 128, or 64 in a split cluster of half tiles.
+    pub extra_tile_rows: u32,
     pub cluster: u32,
     /// Live heads of a full group: the grid's z index times this is the group's first head.
     pub group_heads: u32,
@@ -59,6 +61,7 @@ impl Plan {
             swa_tiles,
             extra_tiles,
             swa_tile_rows: key.swa_tile_rows() as u32,
+            extra_tile_rows: key.extra_tile_rows() as u32,
             cluster,
             group_heads: key.max_heads_per_cluster() as u32,
             cols_per_thread: heads / 4,

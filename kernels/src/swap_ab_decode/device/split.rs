@@ -1,6 +1,8 @@
 //! The split schedule: grid (C, s_q, G), one cluster of C CTAs per token and group of up
 //! to 32 heads (G = 2 or 4 for 64 or 128 heads). CTA rank r < KT takes SWA rows
-//! [64 r, 64 r + 64), the others 128 compressed rows each. The stages, as they appear in
+//! [64 r, 64 r + 64), the others 128 compressed rows each, or 64 in a cluster of half
+//! tiles (`Schedule::Split { extra_rows: 64 }`: twice the compressed CTAs, each with half
+//! the loads, dequant and O MMA of a full tile). The stages, as they appear in
 //! the PTX's stage comments:
 //!
 //! 1. issue every global load first (slot ids, Q, KV 16-byte chunks, scales, cos/sin),
@@ -30,7 +32,7 @@ use super::inputs::{stage_inputs, zero_stale_rows};
 use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
-use crate::swap_ab_decode::{SWA_ROWS, TILE};
+use crate::swap_ab_decode::SWA_ROWS;
 
 /// Stages 1 to 10 of a CTA's one tile.
 #[device]
@@ -42,20 +44,22 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     stage("1-2: loads, Q RoPE, KV dequant into shared memory");
     let mut tile_live = Pred::constant(false);
     let swa_rows = SWA_ROWS as u32;
-    let tile_rows = TILE as u32;
+    let extra_rows = plan.extra_tile_rows;
     if plan.swa_tiles > 0 && plan.extra_tiles > 0 {
         if rank < plan.swa_tiles {
             tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
             zero_stale_rows(buf, tid, swa_rows);
         } else {
-            let row0 = (rank - plan.swa_tiles) * tile_rows;
-            tile_live = stage_inputs(plan, extra, query, buf, tid, row0, tile_rows);
+            let row0 = (rank - plan.swa_tiles) * extra_rows;
+            tile_live = stage_inputs(plan, extra, query, buf, tid, row0, extra_rows);
+            zero_stale_rows(buf, tid, extra_rows);
         }
     } else if plan.swa_tiles > 0 {
         tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
         zero_stale_rows(buf, tid, swa_rows);
     } else {
-        tile_live = stage_inputs(plan, extra, query, buf, tid, rank * tile_rows, tile_rows);
+        tile_live = stage_inputs(plan, extra, query, buf, tid, rank * extra_rows, extra_rows);
+        zero_stale_rows(buf, tid, extra_rows);
     }
     // The MMAs read what the threads stored: make it visible to the async proxy.
     fence_proxy_async_shared();

@@ -1110,7 +1110,7 @@ mod tests {
         assert!(matches!(err, DecodeError::NotWarmedUp { debug: false, .. }));
         let message = err.to_string();
         for part in [
-            "compile key h16_nk100_ne512_nvfp4_p64x16_sm90a",
+            "compile key h16_nk100_ne512_nvfp4_p64x16_split64_sm90a",
             "swa_width: 100",
             "call warmup(&LayerShape",
             "CompileMode::OnDemand",

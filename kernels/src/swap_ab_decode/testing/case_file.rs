@@ -591,7 +591,7 @@ impl Metadata {
     /// split.
     fn schedule(&self) -> Result<Schedule, CaseFileError> {
         match self.0.get("schedule") {
-            None => Ok(Schedule::Split),
+            None => Ok(Schedule::SPLIT),
             Some(name) => Schedule::from_short_name(name).ok_or_else(|| CaseFileError::Metadata {
                 key: "schedule",
                 problem: format!(

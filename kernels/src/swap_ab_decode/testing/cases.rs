@@ -60,7 +60,7 @@ pub fn realistic_keys(target: Target) -> Vec<CompileKey> {
                     swa_page: page,
                     extra_page: page / 4,
                     target,
-                    schedule: Schedule::Split,
+                    schedule: Schedule::SPLIT,
                 });
             }
         }
@@ -81,7 +81,7 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
         swa_page,
         extra_page,
         target,
-        schedule: Schedule::Split,
+        schedule: Schedule::SPLIT,
     };
     let streamed = |k: CompileKey| k.with_schedule(Schedule::STREAMED);
     vec![
