@@ -4,7 +4,9 @@
 use dsl_core::Target;
 use dsl_core::ir::ElemTy;
 use half::bf16;
-use kernels::swap_ab_decode::{DecodeArgs, DecodeError, DeviceTensor, ExtraRecord, KeyError};
+use kernels::swap_ab_decode::{
+    DecodeArgs, DecodeError, DeviceTensor, ExtraRecord, KeyError, Schedule,
+};
 
 const S_Q: usize = 3;
 
@@ -47,7 +49,9 @@ fn a_valid_call_gives_its_key() {
     assert_eq!(call.key.swa_page, 64);
     assert_eq!(call.key.extra_page, 16);
     assert_eq!(call.key.extra_record, ExtraRecord::Nvfp4);
-    assert_eq!(call.key.cluster_size(), 2 + 4);
+    // A few tokens: split into half tiles, 2 SWA and 8 compressed CTAs.
+    assert_eq!(call.key.schedule, Schedule::Split { extra_rows: 64 });
+    assert_eq!(call.key.cluster_size(), 2 + 8);
     assert_eq!(call.key.target, Target::Sm100a);
 }
 

@@ -14,7 +14,8 @@ use kestrel::kernels::swap_ab_decode::{CompileKey, KeyError};
     version,
     after_help = "A compile key is named like h16_nk128_ne512_fp8_p64x64_sm100a: live heads, \
                   SWA and compressed list widths, the compressed record format, the two page \
-                  sizes and the target. `kestrel keys` lists the keys whose PTX is snapshotted.\n\n\
+                  sizes, the schedule when it is not the split one (split64, stream, stream2 \
+                  to stream4, as in h16_nk128_ne512_fp8_p64x64_stream2_sm100a) and the target. `kestrel keys` lists the keys whose PTX is snapshotted.\n\n\
                   Exit codes: 0 success, 1 failure, 2 usage mistake, 3 ptxas not installed."
 )]
 pub struct Cli {
@@ -204,8 +205,9 @@ pub fn parse_key(name: &str) -> Result<CompileKey, String> {
         KeyError::Name { .. } => format!("{e}; `kestrel keys` lists valid names"),
         other => format!(
             "`{name}` is not a valid compile key: {other}. The form is \
-             h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>_<sm90a|sm100a>, e.g. \
-             h16_nk128_ne512_fp8_p64x64_sm100a; `kestrel keys` lists valid names"
+             h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_\
+             <sm90a|sm100a>, e.g. h16_nk128_ne512_fp8_p64x64_sm100a; `kestrel keys` lists \
+             valid names"
         ),
     })
 }
