@@ -148,7 +148,7 @@ pub enum KeyError {
     #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
     Heads { heads: usize },
     #[error(
-        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<2-4> (none: split), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<CTAs> (none: split), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
     )]
     Name { name: String },
     #[error(
