@@ -123,7 +123,8 @@ impl Ctx<'_> {
 /// Stages 3-4 of one tile, the same in both schedules: S = KV . Q^T and the softmax down
 /// each head's column (against `reference`) into P = hi + lo, up to the barrier after which
 /// the O MMA may read P. `parity` is the tile's mbarrier phase (sm_100a). Returns this
-/// thread's probabilities for [`sum_columns`].
+/// thread's probabilities for the column sums ([`sum_columns`] when split; streamed, they
+/// are summed behind the O MMA's barrier).
 #[device]
 pub(super) fn score_tile(
     ctx: &Ctx<'_>,

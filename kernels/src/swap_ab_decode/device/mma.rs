@@ -332,7 +332,8 @@ impl RunningOutputs<'_> {
     }
 
     /// Stage 6: the tile's MMA has read the KV tile (sm_90a), or its O^T is folded into
-    /// the partial as partial * alpha + O (sm_100a).
+    /// the partial as partial * alpha + O (sm_100a); then a barrier, after which every
+    /// thread's shared-memory writes of the tile (its column sums too) can be read.
     #[device]
     pub fn fold_tile(
         &self,
@@ -345,7 +346,8 @@ impl RunningOutputs<'_> {
         match self {
             RunningOutputs::InRegisters(..) => wait_for_outputs(),
             RunningOutputs::InSharedMemory(stage) => {
-                stage.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale))
+                stage.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale));
+                sync_threads();
             }
         }
     }

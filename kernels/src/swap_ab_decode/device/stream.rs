@@ -17,7 +17,9 @@
 //!      thread records alpha = 2^(M - M') and M' for its heads;
 //!    - 5: O^T += V^T . P^T after the running O^T takes alpha per head, and the column
 //!      sums;
-//!    - 6: the running sum becomes alpha S + s and the running max M';
+//!    - 6: once the O MMA's barrier has passed, the running sum becomes alpha S + s and
+//!      the running max M' (no barrier of its own: the next tile reads them only after
+//!      its dequant's);
 //! 6. after the last tile: the running O^T into the partial `[16, 512]` (sm_90a, from the
 //!    accumulator registers); in a cluster, the running statistics into this CTA's entry;
 //! 7. (to 10) the split schedule's merge (`kernel::merge_stages`): with C = 1 a merge with
@@ -61,11 +63,11 @@ use super::inputs::{
     KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
     store_cos_sin, store_query, store_tile,
 };
-use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
+use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
 use super::smem::plain;
-use super::softmax::{Reference, fold_running, publish_running, reset_running};
+use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use crate::swap_ab_decode::TILE;
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
@@ -205,11 +207,13 @@ fn stream_list<'m>(
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
         stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
         running = running.add_tile(plan, buf, warp, rescale);
-        sum_columns(ctx, &probs);
+        column_sums(plan, buf, &probs, warp, ctx.lane);
 
-        stage("6: running statistics; the tile's O^T is in the running outputs");
-        fold_running(plan, buf, rescale, tid);
+        stage("6: the tile's O^T is in the running outputs; running statistics");
         running.fold_tile(plan, buf, warp, parity, rescale);
+        // After fold_tile's barrier every column sum is in; the next tile rewrites the
+        // sums and `rescale` only after its own barriers, so no barrier follows.
+        fold_running(plan, buf, rescale, tid);
         done += 1u32;
     }
     (running, done)
