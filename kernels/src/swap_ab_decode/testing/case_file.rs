@@ -1,7 +1,8 @@
 //! A whole decode case in one `.safetensors` file: every input in the kernel's own layout and
 //! dtype, the compile key and scalars in the header's `__metadata__`, and optionally the
 //! expected outputs. Loading a written file gives back the same case bit for bit (NaN payloads
-//! and padding included).
+//! and padding included), and writing a case again gives the same bytes (the header's keys
+//! in order), so case and output files can be compared with `cmp`.
 //!
 //! # Tensors
 //!
@@ -502,7 +503,9 @@ pub fn read(path: &Path) -> Result<CaseFile, CaseFileError> {
     from_bytes(&bytes)
 }
 
-/// The safetensors bytes of `tensors` with string `metadata`.
+/// The safetensors bytes of `tensors` with string `metadata`, the same bytes every time:
+/// safetensors writes the metadata in a `HashMap`'s order, which differs from one map to the
+/// next, so the header is rewritten with its keys sorted.
 fn serialize(
     tensors: &[Tensor],
     metadata: impl IntoIterator<Item = (&'static str, String)>,
@@ -511,10 +514,23 @@ fn serialize(
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    Ok(safetensors::serialize(
-        tensors.iter().map(|t| (t.name, t)),
-        Some(metadata),
-    )?)
+    let bytes = safetensors::serialize(tensors.iter().map(|t| (t.name, t)), Some(metadata))?;
+    Ok(with_sorted_header(&bytes))
+}
+
+/// `bytes`, a safetensors file, with every object of its JSON header in key order and the
+/// header padded with spaces to a multiple of 8 bytes, as safetensors pads it. The tensors'
+/// data offsets count from the header's end, so they stay valid.
+fn with_sorted_header(bytes: &[u8]) -> Vec<u8> {
+    let (len, rest) = bytes.split_at(8);
+    let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
+    let (header, data) = rest.split_at(len);
+    let mut header: serde_json::Value =
+        serde_json::from_slice(header).expect("safetensors writes its header as JSON");
+    header.sort_all_objects();
+    let mut header = serde_json::to_vec(&header).expect("a JSON value serializes");
+    header.resize(header.len().next_multiple_of(8), b' ');
+    [&(header.len() as u64).to_le_bytes()[..], &header, data].concat()
 }
 
 /// One tensor to serialize.
@@ -781,6 +797,29 @@ mod tests {
                 .unwrap()
                 .tensor("precast")
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn the_same_case_is_written_as_the_same_bytes() {
+        let case = small_case();
+        let first = to_bytes(&case, None).unwrap();
+        for _ in 0..8 {
+            assert_eq!(to_bytes(&case, None).unwrap(), first);
+        }
+        let (_, header) = SafeTensors::read_metadata(&first).unwrap();
+        let metadata = header.metadata().clone().unwrap();
+        let len = u64::from_le_bytes(first[..8].try_into().unwrap()) as usize;
+        let text = std::str::from_utf8(&first[8..8 + len]).unwrap();
+        let mut keys: Vec<&String> = metadata.keys().collect();
+        keys.sort();
+        let positions: Vec<usize> = keys
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(
+            positions.is_sorted(),
+            "metadata keys out of order in {text}"
         );
     }
 
