@@ -6,10 +6,10 @@ use dsl_core::arch::cvt::{
     f32x2_to_bf16x2, ue8m0_to_bf16x2,
 };
 use dsl_core::arch::memory::{
-    LoadOpts, load, load_vec, load_vec_if, store, store_vec, store_vec_if,
+    LoadOpts, load, load_vec, load_vec_if, store, store_if, store_vec, store_vec_if,
 };
 use dsl_core::layout::IntTuple;
-use dsl_core::trace::{Index, Pred, Tensor, Val};
+use dsl_core::trace::{Index, Pred, SmemTile, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
@@ -112,6 +112,35 @@ pub fn load_slot(list: &KvList, token: Val<u32>, map: &RowMap, row0: Val<u32>) -
     Slot { id, pos }
 }
 
+/// Streamed schedule, stage 1: copies this token's `list.width` slot ids into `ids`
+/// (`[width]` i32), -1 from row `limit` ([`load_limit`]) on, so that each tile's gather
+/// waits on a shared-memory load rather than a global one ahead of its record loads, and
+/// needs no limit of its own.
+#[device]
+pub fn stage_slot_ids(
+    list: &KvList,
+    token: Val<u32>,
+    limit: Val<i32>,
+    ids: &SmemTile,
+    tid: Val<u32>,
+) {
+    let view = cache::slot_list_view(&list.idx);
+    for k in 0..list.width.div_ceil(THREADS as u32) {
+        let pos = tid + k * THREADS as u32;
+        let live = pos.cast::<i32>() < limit;
+        let [id] = load_vec_if::<i32, 1, _>(view.at((token, pos)), live, -1i32, NC);
+        store_if(ids.at1(pos), id, pos < list.width);
+    }
+}
+
+/// [`load_slot`] from the ids [`stage_slot_ids`] put in shared memory.
+#[device]
+pub fn load_staged_slot(list: &KvList, ids: &SmemTile, map: &RowMap, row0: Val<u32>) -> Slot {
+    let pos = row0 + map.row;
+    let [id] = load_vec_if::<i32, 1, _>(ids.at1(pos), pos < list.width, -1i32, LoadOpts::default());
+    Slot { id, pos }
+}
+
 /// The rows of `list` that take part for this token: min(length, width).
 #[device]
 pub fn load_limit(list: &KvList, token: Val<u32>) -> Val<i32> {
@@ -188,13 +217,18 @@ pub struct Gathered {
 }
 
 /// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
-/// [`load_limit`].
+/// [`load_limit`], or none where the slot ids past it are -1 already
+/// ([`stage_slot_ids`]).
 #[device]
-pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Val<i32>) -> Gathered {
-    let in_range = slot.pos.cast::<i32>() < limit;
+pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Option<Val<i32>>) -> Gathered {
+    let in_range = limit.map(|limit| slot.pos.cast::<i32>() < limit);
     let slot_id = slot.id;
     let slots = list.cache.extent(0) * list.page as i64;
-    let valid = in_range & (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
+    let listed = match in_range {
+        Some(in_range) => in_range & (slot_id >= 0),
+        None => slot_id >= 0,
+    };
+    let valid = listed & (slot_id.cast::<i64>() < slots);
     let page_shift = list.page.trailing_zeros();
     let block = (slot_id >> page_shift).bitcast::<u32>();
     let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
@@ -376,7 +410,7 @@ pub fn stage_inputs(
     let position = load_position(query);
     let live = row0.cast::<i32>() < limit;
     let q = load_query(plan, query, tid);
-    let tile = gather(list, &map, &slot, limit);
+    let tile = gather(list, &map, &slot, Some(limit));
     let rope = load_rope(query, &q, position, tid);
     store_query(buf, &q, &rope);
     store_tile(buf, list, &map, &tile, tid);

@@ -5,13 +5,14 @@
 //! stage comments:
 //!
 //! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
-//!    -> bf16 -> shared `[16, 512]`; the running statistics and outputs start empty;
-//! 2. per list, the first tile's slot ids and records into registers; then per tile whose
-//!    first row is inside the list's length (a runtime loop):
+//!    -> bf16 -> shared `[16, 512]`; every slot id of both lists into shared memory (-1
+//!    past the list's length); the running statistics and outputs start empty;
+//! 2. per list, the first tile's records into registers; then per tile whose first row is
+//!    inside the list's length (a runtime loop):
 //!    - KV dequant -> shared `[128, 512]` bf16 from the registers;
-//!    - the next tile's slot ids and records are issued into the same registers, so they
-//!      are in flight while this tile computes (the software pipeline: loads of tile
-//!      t + 1 overlap stages 3-6 of tile t);
+//!    - the next tile's records are issued into the same registers, so they are in flight
+//!      while this tile computes (the software pipeline: loads of tile t + 1 overlap
+//!      stages 3-6 of tile t);
 //!    - 3-4 as in the split schedule (S = KV . Q^T, softmax down each column with P =
 //!      hi + lo), but against the running max M' = max(M, tile max): the column's first
 //!      thread records alpha = 2^(M - M') and M' for its heads;
@@ -49,6 +50,13 @@
 //! CTA in one round, the cluster merge costing about 2 us. `host/dispatch.rs` models both
 //! and picks per call.
 //!
+//! Why the slot ids are staged: read from global memory a tile ahead, each tile's record
+//! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
+//! the record loads below the softmax) exposed that latency in every tile; from shared
+//! memory the record loads issue at once, with no register held for a list's length. On
+//! the H200 that took 5-8% off the one-CTA schedule with fp8 records (the README has the
+//! figures).
+//!
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
 //! register loads, and so was prefetching the next tile's records into L2 with
@@ -60,8 +68,8 @@ use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
 use super::inputs::{
-    KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_slot,
-    store_cos_sin, store_query, store_tile,
+    KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_staged_slot,
+    stage_slot_ids, store_cos_sin, store_query, store_tile,
 };
 use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
@@ -86,25 +94,38 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let rope = load_rope(&ctx.query, &q, position, tid);
     let swa_limit = load_limit(&ctx.swa, ctx.token);
     let extra_limit = load_limit(&ctx.extra, ctx.token);
+    // The token's tiles in order (SWA, then compressed) go round the cluster's CTAs: the
+    // list's first tile is the token's `tiles_before`-th.
+    let lists = [
+        ("swa_ids", &ctx.swa, swa_limit, plan.swa_tiles, 0),
+        (
+            "extra_ids",
+            &ctx.extra,
+            extra_limit,
+            plan.extra_tiles,
+            plan.swa_tiles,
+        ),
+    ];
     store_query(buf, &q, &rope);
     store_cos_sin(buf, &rope);
+    let staged: Vec<_> = lists
+        .into_iter()
+        .filter(|(_, _, _, tiles, _)| *tiles > 0)
+        .map(|(name, list, limit, _, tiles_before)| {
+            let ids = smem_tile(name, plain(&[i64::from(list.width)], 4));
+            stage_slot_ids(list, ctx.token, limit, &ids, tid);
+            (list, ids, limit, tiles_before)
+        })
+        .collect();
     reset_running(plan, buf, tid);
     sync_threads();
     let mma = mma.after_sync(plan);
     let mut running = mma.running_outputs(plan, buf, tid);
 
-    // The token's tiles in order (SWA, then compressed) go round the cluster's CTAs: the
-    // list's first tile is the token's `tiles_before`-th.
-    let lists = [
-        (&ctx.swa, swa_limit, plan.swa_tiles, 0),
-        (&ctx.extra, extra_limit, plan.extra_tiles, plan.swa_tiles),
-    ];
     let mut done = Val::<u32>::constant(0);
-    for (list, limit, tiles, tiles_before) in lists {
-        if tiles > 0 {
-            let share = ListShare::of_rank(plan, list, limit, rank, tiles_before);
-            (running, done) = stream_list(ctx, &mma, running, &rescale, &share, done);
-        }
+    for (list, ids, limit, tiles_before) in &staged {
+        let share = ListShare::of_rank(plan, list, ids, *limit, rank, *tiles_before);
+        (running, done) = stream_list(ctx, &mma, running, &rescale, &share, done);
     }
     stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
     running.finish(plan, buf);
@@ -118,6 +139,8 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
 /// one (a cluster of one), or tiles `first`, `first + C`, ... of a cluster of C.
 struct ListShare<'a> {
     list: &'a KvList,
+    /// The list's slot ids, staged in shared memory in stage 1.
+    ids: &'a SmemTile,
     limit: Val<i32>,
     round: Option<(Val<u32>, u32)>,
 }
@@ -129,13 +152,19 @@ impl<'a> ListShare<'a> {
     fn of_rank(
         plan: &Plan,
         list: &'a KvList,
+        ids: &'a SmemTile,
         limit: Val<i32>,
         rank: Option<Val<u32>>,
         tiles_before: u32,
     ) -> Self {
         let ctas = plan.cluster;
         let round = rank.map(|r| ((r + (ctas - tiles_before % ctas)) % ctas, ctas));
-        ListShare { list, limit, round }
+        ListShare {
+            list,
+            ids,
+            limit,
+            round,
+        }
     }
 
     /// How many of the list's `live_tiles` tiles are this share's.
@@ -186,19 +215,16 @@ fn stream_list<'m>(
 
     stage("2: the list's first tile into registers");
     let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
-    let mut next = gather(
-        list,
-        &map,
-        &load_slot(list, ctx.token, &map, share.first_row()),
-        limit,
-    );
+    // The staged slot ids are -1 past the limit: the gathers need no limit.
+    let slot = |row0| load_staged_slot(list, share.ids, &map, row0);
+    let mut next = gather(list, &map, &slot(share.first_row()), None);
     let mut running = running;
     let mut done = done;
     for i in dyn_range(0u32, share.count(live_tiles)) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
         store_tile(buf, list, &map, &next, tid);
         let row0 = share.row0(i + 1u32);
-        next = gather(list, &map, &load_slot(list, ctx.token, &map, row0), limit);
+        next = gather(list, &map, &slot(row0), None);
         // The MMAs read what the threads stored: make it visible to the async proxy.
         fence_proxy_async_shared();
         sync_threads();
