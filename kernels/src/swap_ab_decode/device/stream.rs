@@ -54,7 +54,7 @@
 //! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
 //! the record loads below the softmax) exposed that latency in every tile; from shared
 //! memory the record loads issue at once, with no register held for a list's length. On
-//! the H200 that took 5-8% off the one-CTA schedule with fp8 records (the README has the
+//! the H200 that took 4-8% off the one-CTA schedule with fp8 records (the README has the
 //! figures).
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
