@@ -17,9 +17,11 @@ use dsl_core::trace::{Tensor, Val, threads};
 use dsl_macros::kernel;
 use half::bf16;
 use kernels::formats::mxfp8;
+use kernels::swap_ab_decode::record::FP8_SCALE_GROUP;
 use kernels::swap_ab_decode::{ExtraRecord, FP4_RECORD, FP8_RECORD, HEAD_DIM, record};
 
-/// Per CTA r: warp 0 dequantises fp8 record r (lane l: dims 16l..16l+16), warp 1 NVFP4
+/// Per CTA r: warp 0 dequantises fp8 record r (lane l: dims 16l..16l+16) with two
+/// multiplies a pair and with one (`out_fp8_one_multiply`), warp 1 NVFP4
 /// record r (lane l < 16: dims 32l..32l+32), warps 2-3 quantise the 256 values of row r to
 /// MXFP8 (8 threads a 32-value block).
 #[kernel]
@@ -30,6 +32,7 @@ fn conversions(
     fp4: Tensor<u8, 2>,
     values: Tensor<f32, 2>,
     out_fp8: Tensor<bf16, 2>,
+    out_fp8_one_multiply: Tensor<bf16, 2>,
     out_fp4: Tensor<bf16, 2>,
     codes: Tensor<u8, 2>,
     scales: Tensor<u8, 2>,
@@ -42,13 +45,21 @@ fn conversions(
     if warp == 0 {
         let rec = fp8.base() + r.mul_wide(FP8_RECORD as u32);
         let words = load_vec::<u32, 4, _>(rec + lane * 16);
-        let scale = cvt::ue8m0_to_bf16x2_with(load_u8(rec + 512 + lane / 2, None), path);
-        let out = out_fp8.base() + r.mul_wide(2 * HEAD_DIM as u32) + lane * 32;
+        let e = load_u8(rec + 512 + lane / 2, None);
+        let scale = cvt::ue8m0_to_bf16x2_with(e, path);
+        let factor = cvt::ue8m0_times_2_pow_120(e);
+        let row = r.mul_wide(2 * HEAD_DIM as u32) + (lane * 32).cast::<u64>();
         for half in 0..2 {
             let [a, b] = cvt::e4m3x4_to_bf16x4_scaled(words[2 * half], scale);
             let [c, d] = cvt::e4m3x4_to_bf16x4_scaled(words[2 * half + 1], scale);
             store_vec(
-                out + 16 * half as i64,
+                out_fp8.base() + row + 16 * half as i64,
+                [a, b, c, d].map(|x| x.bitcast::<u32>()),
+            );
+            let [a, b] = cvt::e4m3x4_to_bf16x4_by_ue8m0(words[2 * half], factor);
+            let [c, d] = cvt::e4m3x4_to_bf16x4_by_ue8m0(words[2 * half + 1], factor);
+            store_vec(
+                out_fp8_one_multiply.base() + row + 16 * half as i64,
                 [a, b, c, d].map(|x| x.bitcast::<u32>()),
             );
         }
@@ -153,6 +164,7 @@ fn inputs() -> Inputs {
 
 struct Outputs {
     fp8: Vec<u16>,
+    fp8_one_multiply: Vec<u16>,
     fp4: Vec<u16>,
     codes: Vec<u8>,
     scales: Vec<u8>,
@@ -170,12 +182,29 @@ fn check(got: &Outputs, inputs: &Inputs, what: &str) {
             &inputs.fp4[r * FP4_RECORD..(r + 1) * FP4_RECORD],
         )
         .unwrap();
+        let scales8 = &inputs.fp8[r * FP8_RECORD + HEAD_DIM..(r + 1) * FP8_RECORD];
         for d in 0..HEAD_DIM {
             assert_eq!(
                 got.fp8[r * HEAD_DIM + d],
                 want8[d].to_bits(),
                 "{what}: fp8 record {r} dim {d}"
             );
+            // One multiply is exact up to the scale byte 134 and infinite or NaN above it.
+            let one_multiply = got.fp8_one_multiply[r * HEAD_DIM + d];
+            let e = u32::from(scales8[d / FP8_SCALE_GROUP]);
+            if e <= cvt::UE8M0_ONE_MULTIPLY_MAX {
+                assert_eq!(
+                    one_multiply,
+                    want8[d].to_bits(),
+                    "{what}: fp8 record {r} dim {d}, one multiply"
+                );
+            } else {
+                assert!(
+                    !bf16::from_bits(one_multiply).is_finite(),
+                    "{what}: fp8 record {r} dim {d}, one multiply by scale byte {e}: got \
+                     {one_multiply:#06x}, not infinite or NaN"
+                );
+            }
             assert_eq!(
                 got.fp4[r * HEAD_DIM + d],
                 want4[d].to_bits(),
@@ -207,6 +236,7 @@ fn interpret(target: Target, path: CvtPath, inputs: &Inputs) -> Outputs {
     let fp4 = mem.alloc_from("fp4", &inputs.fp4);
     let values = mem.alloc_from("values", &inputs.values);
     let out8 = mem.alloc("out_fp8", RECORDS * HEAD_DIM * 2);
+    let out8_one = mem.alloc("out_fp8_one_multiply", RECORDS * HEAD_DIM * 2);
     let out4 = mem.alloc("out_fp4", RECORDS * HEAD_DIM * 2);
     let codes = mem.alloc("codes", RECORDS * 256);
     let scales = mem.alloc("scales", RECORDS * 8);
@@ -216,6 +246,7 @@ fn interpret(target: Target, path: CvtPath, inputs: &Inputs) -> Outputs {
         Arg::contiguous(fp4, &[n, FP4_RECORD as i64]),
         Arg::contiguous(values, &[n, 256]),
         Arg::contiguous(out8, &[n, HEAD_DIM as i64]),
+        Arg::contiguous(out8_one, &[n, HEAD_DIM as i64]),
         Arg::contiguous(out4, &[n, HEAD_DIM as i64]),
         Arg::contiguous(codes, &[n, 256]),
         Arg::contiguous(scales, &[n, 8]),
@@ -229,6 +260,7 @@ fn interpret(target: Target, path: CvtPath, inputs: &Inputs) -> Outputs {
     .unwrap();
     Outputs {
         fp8: mem.read(out8),
+        fp8_one_multiply: mem.read(out8_one),
         fp4: mem.read(out4),
         codes: mem.read(codes),
         scales: mem.read(scales),
@@ -269,6 +301,7 @@ fn gpu_conversions_match_the_formats_module() {
     let fp4 = up(&inputs.fp4);
     let values = stream.clone_htod(&inputs.values).unwrap();
     let out8 = stream.alloc_zeros::<u16>(RECORDS * HEAD_DIM).unwrap();
+    let out8_one = stream.alloc_zeros::<u16>(RECORDS * HEAD_DIM).unwrap();
     let out4 = stream.alloc_zeros::<u16>(RECORDS * HEAD_DIM).unwrap();
     let codes = stream.alloc_zeros::<u8>(RECORDS * 256).unwrap();
     let scales = stream.alloc_zeros::<u8>(RECORDS * 8).unwrap();
@@ -291,6 +324,10 @@ fn gpu_conversions_match_the_formats_module() {
             [n, HEAD_DIM as i64],
         )),
         KernelArg::Tensor(TensorArg::contiguous::<bf16, 2>(
+            out8_one.device_ptr(stream).0,
+            [n, HEAD_DIM as i64],
+        )),
+        KernelArg::Tensor(TensorArg::contiguous::<bf16, 2>(
             out4.device_ptr(stream).0,
             [n, HEAD_DIM as i64],
         )),
@@ -307,6 +344,7 @@ fn gpu_conversions_match_the_formats_module() {
     unsafe { loaded.launch(stream, jit::Launch::new([RECORDS as u32, 1, 1]), &args) }.unwrap();
     let got = Outputs {
         fp8: stream.clone_dtoh(&out8).unwrap(),
+        fp8_one_multiply: stream.clone_dtoh(&out8_one).unwrap(),
         fp4: stream.clone_dtoh(&out4).unwrap(),
         codes: stream.clone_dtoh(&codes).unwrap(),
         scales: stream.clone_dtoh(&scales).unwrap(),

@@ -211,18 +211,47 @@ const BF16_TWO_POW_126: u16 = 0x7e80;
 #[track_caller]
 pub fn e4m3x4_to_bf16x4(word: Val<u32>) -> [Val<Bf16x2>; 2] {
     let two_pow_120 = bf16x2_splat_bits(BF16_TWO_POW_120);
-    [0x1404u32, 0x3424].map(|selector| {
-        // Byte 2k to bits 15..8 and byte 2k+1 to bits 31..24, zeros elsewhere.
-        let t = prmt(word, 0u32, selector);
-        let shifted = ((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32);
-        bf16x2_mul(shifted.bitcast(), two_pow_120)
-    })
+    E4M3_PAIRS.map(|pair| bf16x2_mul(e4m3x2_shifted(word, pair), two_pow_120))
 }
 
 /// Four e4m3 bytes scaled by a bf16x2 `scale` (exact while the result stays in bf16's range).
 #[track_caller]
 pub fn e4m3x4_to_bf16x4_scaled(word: Val<u32>, scale: Val<Bf16x2>) -> [Val<Bf16x2>; 2] {
     e4m3x4_to_bf16x4(word).map(|pair| bf16x2_mul(pair, scale))
+}
+
+/// The largest ue8m0 byte whose scale times 2^120 bf16 holds (2^7 x 2^120 = 2^127): up to it
+/// [`e4m3x4_to_bf16x4_by_ue8m0`] scales in one multiply a pair.
+pub const UE8M0_ONE_MULTIPLY_MAX: u32 = 134;
+
+/// The ue8m0 scale 2^(e-127) times 2^120, as bf16 in both halves: the factor of
+/// [`e4m3x4_to_bf16x4_by_ue8m0`]. Exact for e <= [`UE8M0_ONE_MULTIPLY_MAX`] (e = 0 is the
+/// subnormal scale 2^-127, as in [`ue8m0_to_bf16x2`]); +inf above, NaN's code included, so
+/// that a larger scale shows as infinities and NaNs, never as wrong finite values.
+#[track_caller]
+pub fn ue8m0_times_2_pow_120(e: Val<u32>) -> Val<Bf16x2> {
+    let biased = (e + 120u32).min(255u32);
+    prmt(biased << 7, 0u32, 0x1010).bitcast()
+}
+
+/// Four e4m3 bytes times the ue8m0 scale whose [`ue8m0_times_2_pow_120`] is `factor`, in one
+/// multiply a pair: bit-identical to [`e4m3x4_to_bf16x4_scaled`] by that scale (both round
+/// the same exact product once) for every scale up to [`UE8M0_ONE_MULTIPLY_MAX`].
+#[track_caller]
+pub fn e4m3x4_to_bf16x4_by_ue8m0(word: Val<u32>, factor: Val<Bf16x2>) -> [Val<Bf16x2>; 2] {
+    E4M3_PAIRS.map(|pair| bf16x2_mul(e4m3x2_shifted(word, pair), factor))
+}
+
+/// The `prmt` selectors of the pairs of e4m3 bytes (0, 1) and (2, 3) of a word: byte 2k to
+/// bits 15..8 and byte 2k+1 to bits 31..24, zeros elsewhere.
+const E4M3_PAIRS: [u32; 2] = [0x1404, 0x3424];
+
+/// A pair of e4m3 bytes of `word` ([`E4M3_PAIRS`]) with their bits moved to bf16's places:
+/// each value times 2^-120.
+#[track_caller]
+fn e4m3x2_shifted(word: Val<u32>, pair: u32) -> Val<Bf16x2> {
+    let t = prmt(word, 0u32, pair);
+    (((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32)).bitcast()
 }
 
 /// One e4m3 byte (bits 7..0 of `byte`) as bf16 in both halves of a word, exact.

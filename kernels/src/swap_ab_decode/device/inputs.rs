@@ -2,14 +2,16 @@
 //! shared memory.
 
 use dsl_core::arch::cvt::{
-    bf16x2_mul, bf16x2_to_f32x2, e2m1x2_to_bf16x2, e4m3_to_bf16x2_splat, e4m3x4_to_bf16x4_scaled,
-    f32x2_to_bf16x2, ue8m0_to_bf16x2,
+    UE8M0_ONE_MULTIPLY_MAX, bf16x2_mul, bf16x2_to_f32x2, e2m1x2_to_bf16x2, e4m3_to_bf16x2_splat,
+    e4m3x4_to_bf16x4_by_ue8m0, e4m3x4_to_bf16x4_scaled, f32x2_to_bf16x2, ue8m0_times_2_pow_120,
+    ue8m0_to_bf16x2,
 };
 use dsl_core::arch::memory::{
     LoadOpts, load, load_vec, load_vec_if, store, store_if, store_vec, store_vec_if,
 };
+use dsl_core::arch::thread::ballot;
 use dsl_core::layout::IntTuple;
-use dsl_core::trace::{Index, Pred, SmemTile, Tensor, Val};
+use dsl_core::trace::{Bf16x2, Index, Pred, SmemTile, Tensor, Val};
 use dsl_macros::device;
 use half::bf16;
 
@@ -338,54 +340,126 @@ pub fn store_cos_sin(buf: &Buffers, rope: &Rope) {
     store_vec_if(buf.cos_sin.at1(rope.piece * 4), rope.words, rope.loader);
 }
 
+/// How [`store_tile`] scales fp8 records.
+pub enum Fp8Dequant<'a> {
+    /// Two multiplies a pair (2^120, then the scale): exact for every scale, in one straight
+    /// block.
+    TwoMultiplies,
+    /// One multiply a pair, the scale times 2^120 as one bf16 ([`ue8m0_times_2_pow_120`]):
+    /// exact up to a scale of 2^7. A cache writer that derives the scale from the amax never
+    /// writes a larger one, but bf16 may still hold such values: a warp with one among its
+    /// rows (or a NaN scale) stores its chunks again, with two multiplies a pair, from the
+    /// records `reload` loads again. That pass comes after the common one and reloads
+    /// rather than keeping the records, so that no register is held across the common path:
+    /// at the streamed schedule's 128-register cap, branching around the whole dequant or
+    /// keeping the codes for the second pass spilled 80-124 bytes.
+    OneMultiply { reload: &'a dyn Fn() -> Gathered },
+}
+
 /// KV dequant -> shared [128, 512] bf16, and each row's valid flag. Chunk k of this
 /// thread is chunk 0 moved by per_row * k chunks along the row: a whole number of 64-dim
 /// k-blocks.
 #[device]
-pub fn store_tile(buf: &Buffers, list: &KvList, map: &RowMap, tile: &Gathered, tid: Val<u32>) {
-    let (row, part, per_row) = (map.row, map.part, map.per_row);
-    for (k, words) in tile.kv_words.iter().enumerate() {
-        let dims_per_chunk = if list.is_fp4() { 32 } else { 16 };
-        let shift_dims = (per_row * k as u32 * dims_per_chunk) as i64;
-        if list.is_fp4() {
-            // 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2 (c % 2) and
-            // 2 (c % 2) + 1 of the chunk's scale word (c % 2 = part % 2: per_row is even).
-            let scale_word = tile.scale_words[k];
-            let shift = (part % 2) * 16;
-            let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
-            let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);
-            for w in 0..4 {
-                let scale = if w < 2 { low_scale } else { high_scale };
-                let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
-                    bf16x2_mul(e2m1x2_to_bf16x2(words[w], byte as u8), scale).bitcast()
-                });
-                let first = buf.kv.at(row, part * 32 + 8 * w as u32);
-                store_vec(first + buf.kv.displacement(0, shift_dims), dims);
-            }
-        } else {
-            // 16 bytes = dims [16 c, 16 c + 16), scaled by ue8m0 byte g = c / 2 of the
-            // record's 16 scale bytes; g's static part is (per_row / 2) k, part / 2 adds
-            // 0..per_row/2 inside the same word.
-            let g0 = (per_row / 2) * k as u32;
-            let e = (tile.scale_words[(g0 / 4) as usize] >> (8 * (g0 % 4)) >> ((part / 2) * 8))
-                & 0xffu32;
-            let scale = ue8m0_to_bf16x2(e);
-            for half in 0..2 {
-                let [a, b] = e4m3x4_to_bf16x4_scaled(words[2 * half], scale);
-                let [c, d] = e4m3x4_to_bf16x4_scaled(words[2 * half + 1], scale);
-                let dims = [a, b, c, d].map(|x| x.bitcast::<u32>());
-                let first = buf.kv.at(row, part * 16 + 8 * half as u32);
-                store_vec(first + buf.kv.displacement(0, shift_dims), dims);
-            }
-        }
+pub fn store_tile(
+    buf: &Buffers,
+    list: &KvList,
+    map: &RowMap,
+    tile: &Gathered,
+    tid: Val<u32>,
+    fp8: Fp8Dequant<'_>,
+) {
+    if list.is_fp4() {
+        store_fp4_chunks(buf, map, tile);
+    } else {
+        store_fp8_chunks(buf, map, tile, &fp8);
     }
-    store(buf.valid.at1(row), tile.valid.select(1i32, 0i32));
+    store(buf.valid.at1(map.row), tile.valid.select(1i32, 0i32));
     if map.rows < TILE as u32 {
         // The rows no slot fills never take part.
         store(
             buf.valid.at1(map.rows + tid % (TILE as u32 - map.rows)),
             0i32,
         );
+    }
+}
+
+/// The dims of chunk `k` of this thread before the chunk's own offset in the row.
+fn chunk_shift(buf: &Buffers, map: &RowMap, k: usize, dims_per_chunk: u32) -> i64 {
+    buf.kv
+        .displacement(0, (map.per_row * k as u32 * dims_per_chunk) as i64)
+}
+
+/// NVFP4: 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2 (c % 2) and
+/// 2 (c % 2) + 1 of the chunk's scale word (c % 2 = part % 2: per_row is even).
+#[device]
+fn store_fp4_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered) {
+    let (row, part) = (map.row, map.part);
+    for (k, words) in tile.kv_words.iter().enumerate() {
+        let scale_word = tile.scale_words[k];
+        let shift = (part % 2) * 16;
+        let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
+        let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);
+        for w in 0..4 {
+            let scale = if w < 2 { low_scale } else { high_scale };
+            let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
+                bf16x2_mul(e2m1x2_to_bf16x2(words[w], byte as u8), scale).bitcast()
+            });
+            let first = buf.kv.at(row, part * 32 + 8 * w as u32);
+            store_vec(first + chunk_shift(buf, map, k, 32), dims);
+        }
+    }
+}
+
+/// fp8: 16 bytes = dims [16 c, 16 c + 16), scaled by their ue8m0 byte as `dequant` says.
+#[device]
+fn store_fp8_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered, dequant: &Fp8Dequant<'_>) {
+    let chunks = tile.kv_words.len();
+    let two_multiplies = |tile: &Gathered| {
+        for k in 0..chunks {
+            let scale = ue8m0_to_bf16x2(fp8_scale_exponent(map, tile, k));
+            store_fp8_chunk(buf, map, k, tile, |w| e4m3x4_to_bf16x4_scaled(w, scale));
+        }
+    };
+    match dequant {
+        Fp8Dequant::TwoMultiplies => two_multiplies(tile),
+        Fp8Dequant::OneMultiply { reload } => {
+            let exponent = |k| fp8_scale_exponent(map, tile, k);
+            let widest = (1..chunks).fold(exponent(0), |widest, k| widest.max(exponent(k)));
+            let wide_warp = ballot(widest > UE8M0_ONE_MULTIPLY_MAX) != 0u32;
+            for k in 0..chunks {
+                let factor = ue8m0_times_2_pow_120(exponent(k));
+                store_fp8_chunk(buf, map, k, tile, |w| e4m3x4_to_bf16x4_by_ue8m0(w, factor));
+            }
+            if wide_warp {
+                two_multiplies(&reload());
+            }
+        }
+    }
+}
+
+/// The ue8m0 byte of this thread's chunk `k`: byte g = c / 2 of the record's 16 scale bytes,
+/// whose static part is (per_row / 2) k; part / 2 adds 0..per_row/2 inside the same word.
+fn fp8_scale_exponent(map: &RowMap, tile: &Gathered, k: usize) -> Val<u32> {
+    let g0 = (map.per_row / 2) * k as u32;
+    let word = tile.scale_words[(g0 / 4) as usize];
+    (word >> (8 * (g0 % 4)) >> ((map.part / 2) * 8)) & 0xffu32
+}
+
+/// Chunk `k` of this thread, each word of four e4m3 bytes dequantised by `dequant`.
+fn store_fp8_chunk(
+    buf: &Buffers,
+    map: &RowMap,
+    k: usize,
+    tile: &Gathered,
+    dequant: impl Fn(Val<u32>) -> [Val<Bf16x2>; 2],
+) {
+    let words = tile.kv_words[k];
+    for half in 0..2 {
+        let [a, b] = dequant(words[2 * half]);
+        let [c, d] = dequant(words[2 * half + 1]);
+        let dims = [a, b, c, d].map(|x| x.bitcast::<u32>());
+        let first = buf.kv.at(map.row, map.part * 16 + 8 * half as u32);
+        store_vec(first + chunk_shift(buf, map, k, 16), dims);
     }
 }
 
@@ -413,7 +487,9 @@ pub fn stage_inputs(
     let tile = gather(list, &map, &slot, Some(limit));
     let rope = load_rope(query, &q, position, tid);
     store_query(buf, &q, &rope);
-    store_tile(buf, list, &map, &tile, tid);
+    // One multiply a pair measured up to 2% slower here on the H200 (this kernel's time is
+    // not in its one tile's dequant); the streamed schedule takes it.
+    store_tile(buf, list, &map, &tile, tid, Fp8Dequant::TwoMultiplies);
     store_cos_sin(buf, &rope);
     live
 }

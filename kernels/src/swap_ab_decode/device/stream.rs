@@ -57,6 +57,13 @@
 //! the H200 that took 4-8% off the one-CTA schedule with fp8 records (the README has the
 //! figures).
 //!
+//! Why one multiply a pair in the fp8 dequant (`Fp8Dequant::OneMultiply`): the dequant is
+//! the loop's most issue-bound stage (all 16 warps at once, between two barriers), and
+//! folding 2^120 into the scale takes half its multiplies out of it: the compressed list's
+//! loop issues 1074 instructions a warp a tile instead of 1170 (ptxas 13.5, sm_90a), which
+//! took 2-2.5% off the one-CTA schedule on the H200 (the README has the figures). The rare
+//! scales above 2^7 take a second pass ([`Fp8Dequant`]).
+//!
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
 //! register loads, and so was prefetching the next tile's records into L2 with
@@ -68,15 +75,15 @@ use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
 use super::inputs::{
-    KvList, RowMap, gather, load_limit, load_position, load_query, load_rope, load_staged_slot,
-    stage_slot_ids, store_cos_sin, store_query, store_tile,
+    Fp8Dequant, Gathered, KvList, RowMap, gather, load_limit, load_position, load_query, load_rope,
+    load_staged_slot, stage_slot_ids, store_cos_sin, store_query, store_tile,
 };
 use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
 use super::smem::plain;
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
-use crate::swap_ab_decode::TILE;
+use crate::swap_ab_decode::{ExtraRecord, TILE};
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
 /// by one CTA).
@@ -222,7 +229,8 @@ fn stream_list<'m>(
     let mut done = done;
     for i in dyn_range(0u32, share.count(live_tiles)) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
-        store_tile(buf, list, &map, &next, tid);
+        let reload = || gather(list, &map, &slot(share.row0(i)), None);
+        store_tile(buf, list, &map, &next, tid, fp8_dequant(ctx, &reload));
         let row0 = share.row0(i + 1u32);
         next = gather(list, &map, &slot(row0), None);
         // The MMAs read what the threads stored: make it visible to the async proxy.
@@ -243,4 +251,16 @@ fn stream_list<'m>(
         done += 1u32;
     }
     (running, done)
+}
+
+/// How the streamed tiles scale fp8 records: one multiply a pair where the compressed
+/// records are fp8 too. With NVFP4 compressed records only the SWA list is fp8 (one tile of a
+/// token's five at NK 128), and one multiply there made ptxas spill 16 bytes at the
+/// 128-register cap, so that kernel keeps two.
+fn fp8_dequant<'a>(ctx: &Ctx<'_>, reload: &'a dyn Fn() -> Gathered) -> Fp8Dequant<'a> {
+    if ctx.extra.record == ExtraRecord::Fp8 {
+        Fp8Dequant::OneMultiply { reload }
+    } else {
+        Fp8Dequant::TwoMultiplies
+    }
 }

@@ -12,10 +12,12 @@
 use dsl_core::Target;
 use half::bf16;
 
+use crate::formats::{mxfp8, ue8m0};
 use crate::swap_ab_decode::cache::PagedCache;
 use crate::swap_ab_decode::output::{GROUP_SCALE_WORDS, OutputBuffers, OutputLayout, live_groups};
 use crate::swap_ab_decode::problem::{DecodeProblem, ProblemError, SlotList};
 use crate::swap_ab_decode::query::QueryBuffer;
+use crate::swap_ab_decode::record::FP8_SCALE_GROUP;
 use crate::swap_ab_decode::{CompileKey, ExtraRecord, HEAD_DIM, KeyError, ROPE_DIM, Schedule};
 
 /// A named problem.
@@ -129,7 +131,7 @@ pub fn generate(seed: u64, spec: &CaseSpec) -> Result<DecodeCase, ProblemError> 
 /// and at the last slot; duplicate ids; lengths 0, negative, partial and beyond the width;
 /// rows with NaN that are not selected; sinks of +inf and -inf; padded heads with NaN in
 /// their Q; padded Q, cache and output strides; non-row-major scale strides; output groups
-/// beyond the live ones; metadata longer than the batch.
+/// beyond the live ones; metadata longer than the batch; fp8 scales above 2^7.
 pub fn edge_cases(key: &CompileKey) -> Result<Vec<DecodeCase>, KeyError> {
     key.validate()?;
     let plain = Geometry::plain();
@@ -286,6 +288,9 @@ pub fn edge_cases(key: &CompileKey) -> Result<Vec<DecodeCase>, KeyError> {
         },
         &|_, _| {},
     );
+    add("wide_fp8_scales", 2, plain, &|rng, p| {
+        widen_fp8_scales(rng, p)
+    });
     add(
         "everything_at_once",
         4,
@@ -722,6 +727,35 @@ fn poison_unselected_rows(problem: &mut DecodeProblem) {
         };
         for slot in slots {
             cache.record_mut(slot).fill(0xFF);
+        }
+    }
+}
+
+/// Gives about one fp8 record in eight (in each cache of fp8 records) scale bytes of 135 to
+/// 140 in a third of its groups, with the codes re-encoded to the same values: scales above
+/// 2^7, which no cache writer derives from an amax, but whose values bf16 holds. The kernel
+/// dequantises the warps that hold one on a path of their own.
+fn widen_fp8_scales(rng: &mut Rng, problem: &mut DecodeProblem) {
+    for cache in [&mut problem.swa_cache, &mut problem.extra_cache] {
+        if cache.format != ExtraRecord::Fp8 {
+            continue;
+        }
+        for slot in 0..cache.slots() {
+            if rng.uniform() >= 0.125 {
+                continue;
+            }
+            let (data, scales) = cache.record_mut(slot).split_at_mut(HEAD_DIM);
+            for (group, ex) in scales.iter_mut().enumerate() {
+                if rng.uniform() >= 1.0 / 3.0 || *ex == ue8m0::NAN {
+                    continue;
+                }
+                let wide = 135 + rng.below(6) as u8;
+                let dims = group * FP8_SCALE_GROUP..(group + 1) * FP8_SCALE_GROUP;
+                for code in &mut data[dims] {
+                    *code = mxfp8::encode_value(mxfp8::decode_value(*code, *ex), wide);
+                }
+                *ex = wide;
+            }
         }
     }
 }
