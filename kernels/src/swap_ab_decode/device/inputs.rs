@@ -383,7 +383,8 @@ pub fn store_tile(
     }
 }
 
-/// The dims of chunk `k` of this thread before the chunk's own offset in the row.
+/// How far this thread's chunk `k` lies from its chunk 0 in the tile: per_row * k chunks of
+/// `dims_per_chunk` dims along the row.
 fn chunk_shift(buf: &Buffers, map: &RowMap, k: usize, dims_per_chunk: u32) -> i64 {
     buf.kv
         .displacement(0, (map.per_row * k as u32 * dims_per_chunk) as i64)
@@ -487,8 +488,8 @@ pub fn stage_inputs(
     let tile = gather(list, &map, &slot, Some(limit));
     let rope = load_rope(query, &q, position, tid);
     store_query(buf, &q, &rope);
-    // One multiply a pair measured up to 2% slower here on the H200 (this kernel's time is
-    // not in its one tile's dequant); the streamed schedule takes it.
+    // One multiply a pair measured 0.99-1.02x here on the H200, slower in most shapes (this
+    // kernel's time is not in its one tile's dequant); the streamed schedule takes it.
     store_tile(buf, list, &map, &tile, tid, Fp8Dequant::TwoMultiplies);
     store_cos_sin(buf, &rope);
     live
