@@ -237,6 +237,31 @@ pub fn ue8m0_times_2_pow_120(e: Val<u32>) -> Val<Bf16x2> {
 /// Four e4m3 bytes times the ue8m0 scale whose [`ue8m0_times_2_pow_120`] is `factor`, in one
 /// multiply a pair: bit-identical to [`e4m3x4_to_bf16x4_scaled`] by that scale (both round
 /// the same exact product once) for every scale up to [`UE8M0_ONE_MULTIPLY_MAX`].
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::cvt::{e4m3x4_to_bf16x4_by_ue8m0, ue8m0_times_2_pow_120};
+/// use dsl_core::arch::memory::{load, store_vec};
+/// use dsl_core::interp::{Arg, Launch, Memory, run};
+/// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+///
+/// // Word 0 holds the e4m3 codes of 1, -1, 2^-9 and 448; words 2-3 get them times 2^3
+/// // (ue8m0 byte 130) as two bf16 pairs.
+/// let kernel = trace_kernel("dequant", Target::Sm90a, || {
+///     threads(1, 1, 1);
+///     let x = Tensor::<u32, 1>::declare("x");
+///     let word: Val<u32> = load(x.base());
+///     let factor = ue8m0_times_2_pow_120(Val::<u32>::constant(130));
+///     let pairs = e4m3x4_to_bf16x4_by_ue8m0(word, factor);
+///     store_vec(x.base() + 8, pairs.map(|pair| pair.bitcast::<u32>()));
+/// })
+/// .unwrap();
+/// let mut mem = Memory::new();
+/// let x = mem.alloc_from("x", &[0x7e01_b838u32, 0, 0, 0]);
+/// run(&kernel, &mut mem, &[Arg::contiguous(x, &[4])], &Launch::grid([1, 1, 1])).unwrap();
+/// // 8 and -8; 2^-6 and 3584.
+/// assert_eq!(mem.read::<u32>(x)[2..], [0xc100_4100, 0x4560_3c80]);
+/// ```
 #[track_caller]
 pub fn e4m3x4_to_bf16x4_by_ue8m0(word: Val<u32>, factor: Val<Bf16x2>) -> [Val<Bf16x2>; 2] {
     E4M3_PAIRS.map(|pair| bf16x2_mul(e4m3x2_shifted(word, pair), factor))
