@@ -25,10 +25,13 @@
 //! too few to cover the 256 MiB, graphs of further sets rotate.
 //!
 //! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick]
-//! [--only HEADS,NE,RECORD,S_Q] [--tokens S_Q,...] [--no-chain]`; on the GPU machine through
-//! `scripts/bench-gpu.sh`, which adds the PyTorch baseline. `--quick` times a few replays,
-//! `--only 16,512,fp8,512` runs one configuration (e.g. under `ncu`), `--tokens 16,48,64`
-//! times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain` skips the chains.
+//! [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,...] [--no-chain]`; on the
+//! GPU machine through `scripts/bench-gpu.sh`, which adds the PyTorch baseline. `--quick`
+//! times a few replays, `--only 16,512,fp8,512` runs one configuration and `--schedule
+//! stream` one schedule of it (`split`, `split64`, `stream`, `stream2`, ...; no chains):
+//! under `ncu`, every `swap_ab_decode` launch is then the one to profile. `--tokens
+//! 16,48,64` times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain` skips the
+//! chains.
 
 use std::fs::File;
 use std::io::Write;
@@ -69,7 +72,8 @@ const PROBE_STEPS: u32 = 1 << 16;
 const CLOCK_RAMP: Duration = Duration::from_millis(200);
 
 const USAGE: &str = "usage: bench_decode [--out results.jsonl] [--quick] \
-                     [--only HEADS,NE,RECORD,S_Q] [--tokens S_Q,S_Q,...] [--no-chain]";
+                     [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,S_Q,...] \
+                     [--no-chain]";
 #[derive(Clone, Copy, PartialEq)]
 struct Config {
     heads: usize,
@@ -114,6 +118,7 @@ struct Options {
     out: Option<String>,
     quick: bool,
     only: Option<String>,
+    schedule: Option<Schedule>,
     tokens: Vec<usize>,
     chain: bool,
     help: bool,
@@ -139,6 +144,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         out: None,
         quick: false,
         only: None,
+        schedule: None,
         tokens: TOKENS.to_vec(),
         chain: true,
         help: false,
@@ -148,6 +154,18 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             "--out" => options.out = Some(args.next().ok_or("--out needs a file name")?),
             "--only" => {
                 options.only = Some(args.next().ok_or("--only needs HEADS,NE,RECORD,S_Q")?);
+            }
+            "--schedule" => {
+                let name = args.next().ok_or("--schedule needs a schedule name")?;
+                let schedule = Schedule::from_short_name(&name)
+                    .filter(|s| Schedule::candidates().any(|c| c == *s))
+                    .ok_or_else(|| {
+                        format!(
+                            "--schedule {name}: no such schedule; give split, split64, stream \
+                             or stream2 to stream4"
+                        )
+                    })?;
+                options.schedule = Some(schedule);
             }
             "--tokens" => {
                 options.tokens = parse_tokens(&args.next().ok_or("--tokens needs a list")?)?;
@@ -444,6 +462,8 @@ struct Bench {
     /// Timed replays of a single-launch and of a chain graph.
     replays: usize,
     chain_replays: usize,
+    /// The one schedule to time (`--schedule`), or every candidate.
+    schedule: Option<Schedule>,
 }
 
 impl Bench {
@@ -578,7 +598,7 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
     let mut rows = Vec::new();
     for schedule in Schedule::candidates() {
         let key = dispatched.with_schedule(schedule);
-        if key.validate().is_err() {
+        if key.validate().is_err() || bench.schedule.is_some_and(|s| s != schedule) {
             continue;
         }
         bench.decode.kernel(&key).expect("compile");
@@ -695,6 +715,7 @@ fn main() {
         spin,
         replays: if options.quick { 5 } else { 200 },
         chain_replays: if options.quick { 5 } else { 50 },
+        schedule: options.schedule,
     };
     println!(
         "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>8} {:>8} {:>10} {:>9} {:>8}",
@@ -716,7 +737,8 @@ fn main() {
         if options.only.as_ref().is_some_and(|o| *o != cfg.name()) {
             continue;
         }
-        let chain = options.chain && cfg.chained();
+        // A chain launches the dispatched schedule: `--schedule` leaves chains out.
+        let chain = options.chain && options.schedule.is_none() && cfg.chained();
         for row in run_config(&bench, cfg, chain, copy, &mut rng) {
             if let Some(f) = out.as_mut() {
                 writeln!(f, "{}", row.json(copy)).expect("write the results file");
