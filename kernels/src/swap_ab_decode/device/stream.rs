@@ -67,7 +67,11 @@
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
 //! register loads, and so was prefetching the next tile's records into L2 with
-//! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures).
+//! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures). Nor
+//! were two restructurings toward warp roles: committing the O MMA by halves of the dims so
+//! that the next tile's dequant starts under it (slower), and producer and consumer
+//! warpgroups passing 64-row stages through named barriers (3% faster, but spilling at the
+//! register cap); the README has the figures and what they leave open.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::cluster_cta_rank;
