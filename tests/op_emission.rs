@@ -69,7 +69,7 @@ fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>, flags: GlobalPtr<u
     );
     let splat = cvt::e4m3_to_bf16x2_splat(e4 & 0xffu32);
     let fp4 = cvt::bf16x2_fma(
-        cvt::e2m1x2_to_bf16x2_with(e4, 1, CvtPath::Emulated),
+        cvt::e2m1x8_to_bf16x8_with(e4, CvtPath::Emulated)[1],
         splat,
         deq[0],
     );
@@ -79,7 +79,7 @@ fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>, flags: GlobalPtr<u
     if target == Target::Sm100a {
         let native = cvt::ue8m0_round_up_with(fz, CvtPath::Native)
             + cvt::ue8m0_to_bf16x2_with(g & 0xffu32, CvtPath::Native).bitcast::<u32>()
-            + cvt::e2m1x2_to_bf16x2_with(e4, 2, CvtPath::Native).bitcast::<u32>();
+            + cvt::e2m1x8_to_bf16x8_with(e4, CvtPath::Native)[2].bitcast::<u32>();
         packed ^= native;
     }
 

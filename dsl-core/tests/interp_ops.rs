@@ -1282,7 +1282,7 @@ fn traced(
 #[test]
 fn the_dsl_native_and_emulated_conversions_agree() {
     use dsl_core::arch::cvt::{
-        CvtPath, e2m1x2_to_bf16x2_with, ue8m0_round_up_with, ue8m0_to_bf16x2_with,
+        CvtPath, e2m1x8_to_bf16x8_with, ue8m0_round_up_with, ue8m0_to_bf16x2_with,
     };
     // ue8m0 round-up: every exponent, mantissas at the edges, subnormals, inf, NaN. The
     // emulated path maps negative inputs to 0 while the instruction rounds |x| (PTX
@@ -1309,14 +1309,18 @@ fn the_dsl_native_and_emulated_conversions_agree() {
         ue8m0_to_bf16x2_with(e, CvtPath::Emulated).bitcast()
     });
     assert_eq!(native, emulated, "ue8m0 -> bf16x2");
-    let words: Vec<u32> = (0..256u32).map(|b| b * 0x0101_0101).collect();
-    for byte in 0..4 {
+    // Every byte in every byte position, and words whose nibbles all differ.
+    let mut words: Vec<u32> = (0..256u32).map(|b| b * 0x0101_0101).collect();
+    words.extend(
+        (0..256u32).map(|i| 0x7654_3210u32.rotate_left(4 * (i % 8)) ^ (i << 24) ^ (i << 4)),
+    );
+    for pair in 0..4 {
         let native = traced(Target::Sm100a, &words, |w| {
-            e2m1x2_to_bf16x2_with(w, byte, CvtPath::Native).bitcast()
+            e2m1x8_to_bf16x8_with(w, CvtPath::Native)[pair].bitcast()
         });
         let emulated = traced(Target::Sm100a, &words, |w| {
-            e2m1x2_to_bf16x2_with(w, byte, CvtPath::Emulated).bitcast()
+            e2m1x8_to_bf16x8_with(w, CvtPath::Emulated)[pair].bitcast()
         });
-        assert_eq!(native, emulated, "e2m1x2 byte {byte} -> bf16x2");
+        assert_eq!(native, emulated, "e2m1x8 pair {pair} -> bf16x2");
     }
 }

@@ -13,7 +13,7 @@ use dsl_core::arch::thread::{block_idx_x, lane_id, shfl_xor, thread_idx_x, warp_
 use dsl_core::interp::{self, Arg, Launch, Memory};
 use dsl_core::ir::Kernel;
 use dsl_core::jit::{self, KernelArg, TensorArg};
-use dsl_core::trace::{Tensor, Val, threads};
+use dsl_core::trace::{Tensor, threads};
 use dsl_macros::kernel;
 use half::bf16;
 use kernels::formats::mxfp8;
@@ -72,10 +72,8 @@ fn conversions(
             let out = out_fp4.base() + r.mul_wide(2 * HEAD_DIM as u32) + lane * 64;
             for w in 0..4 {
                 let scale = if w < 2 { low } else { high };
-                let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
-                    let pair = cvt::e2m1x2_to_bf16x2_with(words[w], byte as u8, path);
-                    cvt::bf16x2_mul(pair, scale).bitcast()
-                });
+                let dims = cvt::e2m1x8_to_bf16x8_with(words[w], path)
+                    .map(|pair| cvt::bf16x2_mul(pair, scale).bitcast::<u32>());
                 store_vec(out + 16 * w as i64, dims);
             }
         }

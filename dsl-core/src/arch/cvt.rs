@@ -201,8 +201,6 @@ pub fn ue8m0_to_bf16x2_with(e: Val<u32>, path: CvtPath) -> Val<Bf16x2> {
 
 /// bf16 bits of 2^120: multiplies a bit-shifted e4m3 back to its value.
 const BF16_TWO_POW_120: u16 = 0x7b80;
-/// bf16 bits of 2^126: multiplies a bit-shifted e2m1 back to its value.
-const BF16_TWO_POW_126: u16 = 0x7e80;
 
 /// Four e4m3 bytes (element i in byte i) to bf16, exact: elements (0, 1) and (2, 3).
 ///
@@ -264,64 +262,123 @@ pub fn ue8m0_times_2_pow_120(e: Val<u32>) -> Val<Bf16x2> {
 /// ```
 #[track_caller]
 pub fn e4m3x4_to_bf16x4_by_ue8m0(word: Val<u32>, factor: Val<Bf16x2>) -> [Val<Bf16x2>; 2] {
-    E4M3_PAIRS.map(|pair| bf16x2_mul(e4m3x2_shifted(word, pair), factor))
+    E4M3_WIDENED_PAIRS.map(|pair| bf16x2_mul(e4m3x2_widened(word, pair), factor))
 }
 
 /// The `prmt` selectors of the pairs of e4m3 bytes (0, 1) and (2, 3) of a word: byte 2k to
 /// bits 15..8 and byte 2k+1 to bits 31..24, zeros elsewhere.
 const E4M3_PAIRS: [u32; 2] = [0x1404, 0x3424];
 
-/// A pair of e4m3 bytes of `word` ([`E4M3_PAIRS`]) with their bits moved to bf16's places:
-/// each value times 2^-120.
+/// A pair of e4m3 bytes of `word` placed by the `prmt` selector `pair` ([`E4M3_PAIRS`])
+/// with their bits moved to bf16's places: each value times 2^-120.
 #[track_caller]
 fn e4m3x2_shifted(word: Val<u32>, pair: u32) -> Val<Bf16x2> {
     let t = prmt(word, 0u32, pair);
     (((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32)).bitcast()
 }
 
+/// The `prmt` selectors of [`e4m3x2_widened`]: byte 2k to bits 7..0 and byte 2k+1 to bits
+/// 23..16, each widened to 16 bits by its sign (selector nibbles 8 + byte).
+const E4M3_WIDENED_PAIRS: [u32; 2] = [0x9180, 0xb3a2];
+
+/// [`e4m3x2_shifted`] in one op less: shifted left by 4, a sign-widened byte has its
+/// exponent and mantissa at bf16's bits 10..4 and a copy of its sign at bit 15, so one mask
+/// finishes it. Only the one-multiply dequant takes it: with the two-multiply pass on it too,
+/// ptxas spilled 144 bytes at the streamed schedule's 128-register cap (sm_90a, H=16 NE 512
+/// fp8), and without it none.
+#[track_caller]
+fn e4m3x2_widened(word: Val<u32>, pair: u32) -> Val<Bf16x2> {
+    let widened = prmt(word, 0u32, pair);
+    ((widened << 4) & 0x87f0_87f0u32).bitcast()
+}
+
 /// One e4m3 byte (bits 7..0 of `byte`) as bf16 in both halves of a word, exact.
 #[track_caller]
 pub fn e4m3_to_bf16x2_splat(byte: Val<u32>) -> Val<Bf16x2> {
-    let t = prmt(byte, 0u32, 0x0404);
-    let shifted = ((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32);
-    bf16x2_mul(shifted.bitcast(), bf16x2_splat_bits(BF16_TWO_POW_120))
+    bf16x2_mul(
+        e4m3x2_shifted(byte, 0x0404),
+        bf16x2_splat_bits(BF16_TWO_POW_120),
+    )
 }
 
-/// The two e2m1 values of byte `byte` (0..4) of `word` (low nibble first) as bf16, exact.
+/// The eight e2m1 values of `word` (element i in nibble i, low nibble first) as bf16,
+/// exact: elements (0, 1), (2, 3), (4, 5) and (6, 7).
 #[track_caller]
-pub fn e2m1x2_to_bf16x2(word: Val<u32>, byte: u8) -> Val<Bf16x2> {
-    e2m1x2_to_bf16x2_with(word, byte, CvtPath::current())
+pub fn e2m1x8_to_bf16x8(word: Val<u32>) -> [Val<Bf16x2>; 4] {
+    e2m1x8_to_bf16x8_with(word, CvtPath::current())
 }
 
-/// [`e2m1x2_to_bf16x2`] on a chosen path.
+/// The low bytes, then the high bytes, of the bf16 values of the e2m1 magnitudes 0, 0.5, 1,
+/// 1.5, 2, 3, 4 and 6: each the 8-byte pool of a `prmt` that looks them up by magnitude.
+const E2M1_BF16_LOW_BYTES: [u32; 2] = [0xc080_0000, 0xc080_4000];
+const E2M1_BF16_HIGH_BYTES: [u32; 2] = [0x3f3f_3f00, 0x4040_4040];
+
+/// `prmt` selectors that take the signs of elements (0..4) and (4..8) of a word to the
+/// msb of bytes 0..4, from the word shifted left by 4 (bytes 0-3: the even elements' sign
+/// bits at each byte's msb) and the word itself (bytes 4-7: the odd elements'), each byte
+/// widened from its msb (nibbles 8 + byte).
+const E2M1_SIGN_SELECTORS: [u32; 2] = [0xd9c8, 0xfbea];
+
+/// [`e2m1x8_to_bf16x8`] on a chosen path.
+///
+/// The emulated path looks the values up instead of moving bits: a `prmt` whose selector
+/// is four 3-bit magnitudes picks four bytes of a table, so two lookups give four values'
+/// low and high bytes, a third gathers their signs, and two more interleave them into two
+/// bf16 pairs: 15 integer ops for eight values, and no multiply (bits moved to bf16's
+/// places give the value times 2^-126, which takes one).
 #[track_caller]
-pub fn e2m1x2_to_bf16x2_with(word: Val<u32>, byte: u8, path: CvtPath) -> Val<Bf16x2> {
+pub fn e2m1x8_to_bf16x8_with(word: Val<u32>, path: CvtPath) -> [Val<Bf16x2>; 4] {
+    match path {
+        CvtPath::Native => std::array::from_fn(|byte| e2m1x2_native(word, byte as u8)),
+        CvtPath::Emulated => {
+            let magnitudes = word & 0x7777_7777u32;
+            let even_signs = word << 4;
+            let [low_half, high_half] =
+                [(magnitudes, 0), (magnitudes >> 16, 1)].map(|(selector, half)| {
+                    let low = prmt_lookup(E2M1_BF16_LOW_BYTES, selector);
+                    let high = prmt_lookup(E2M1_BF16_HIGH_BYTES, selector);
+                    let signs = prmt(even_signs, word, E2M1_SIGN_SELECTORS[half]);
+                    let high = high | (signs & 0x8080_8080u32);
+                    [prmt(low, high, 0x5140), prmt(low, high, 0x7362)]
+                });
+            [low_half[0], low_half[1], high_half[0], high_half[1]].map(|pair| pair.bitcast())
+        }
+    }
+}
+
+/// The e2m1 pair in byte `byte` of `word` by `cvt.rn.f16x2.e2m1x2`, then through f32 to
+/// bf16 (all exact).
+#[track_caller]
+fn e2m1x2_native(word: Val<u32>, byte: u8) -> Val<Bf16x2> {
     if let Err(e) = rules::e2m1_byte(byte) {
         trace_error(e);
     }
-    match path {
-        CvtPath::Native => {
-            let src = word.reg();
-            let halves = emit(Ty::B32, |dst| {
-                Op::Cvt(CvtOp::E2m1x2ToF16x2 { dst, src, byte })
-            });
-            let (lo, hi) = split_b32(Val::from_reg(halves));
-            let [lo, hi] = [lo, hi].map(|h| {
-                Val::<f32>::from_reg(emit(Ty::F32, |dst| {
-                    Op::Cvt(CvtOp::F16ToF32 { dst, src: h })
-                }))
-            });
-            f32x2_to_bf16x2(lo, hi)
-        }
-        CvtPath::Emulated => {
-            // Nibble bits (s e e m) moved to bf16's sign and lowest exponent/mantissa bits
-            // give the value times 2^-126 (subnormal e2m1 included).
-            let x = (word >> (8 * byte as u32)) & 0xffu32;
-            let lo = ((x & 0x8u32) << 12) | ((x & 0x7u32) << 6);
-            let hi = ((x & 0x80u32) << 24) | ((x & 0x70u32) << 18);
-            bf16x2_mul((lo | hi).bitcast(), bf16x2_splat_bits(BF16_TWO_POW_126))
-        }
-    }
+    let src = word.reg();
+    let halves = emit(Ty::B32, |dst| {
+        Op::Cvt(CvtOp::E2m1x2ToF16x2 { dst, src, byte })
+    });
+    let (lo, hi) = split_b32(Val::from_reg(halves));
+    let [lo, hi] = [lo, hi].map(|h| {
+        Val::<f32>::from_reg(emit(Ty::F32, |dst| {
+            Op::Cvt(CvtOp::F16ToF32 { dst, src: h })
+        }))
+    });
+    f32x2_to_bf16x2(lo, hi)
+}
+
+/// Four bytes of the 8-byte `table` (bytes 0-3 in its first word), picked by the four
+/// selector nibbles in bits 15..0 of `selector` (each 0..8).
+#[track_caller]
+fn prmt_lookup(table: [u32; 2], selector: Val<u32>) -> Val<u32> {
+    let (a, b) = (Val::<u32>::constant(table[0]), table[1].operand());
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Alu(AluOp::Prmt {
+            dst,
+            a: Operand::Reg(a.reg()),
+            b,
+            selector: Operand::Reg(selector.reg()),
+        })
+    }))
 }
 
 /// The two b16 halves of a word (`mov.b32 {lo, hi}, w`).

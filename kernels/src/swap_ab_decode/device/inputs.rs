@@ -2,7 +2,7 @@
 //! shared memory.
 
 use dsl_core::arch::cvt::{
-    UE8M0_ONE_MULTIPLY_MAX, bf16x2_mul, bf16x2_to_f32x2, e2m1x2_to_bf16x2, e4m3_to_bf16x2_splat,
+    UE8M0_ONE_MULTIPLY_MAX, bf16x2_mul, bf16x2_to_f32x2, e2m1x8_to_bf16x8, e4m3_to_bf16x2_splat,
     e4m3x4_to_bf16x4_by_ue8m0, e4m3x4_to_bf16x4_scaled, f32x2_to_bf16x2, ue8m0_times_2_pow_120,
     ue8m0_to_bf16x2,
 };
@@ -402,9 +402,8 @@ fn store_fp4_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered) {
         let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);
         for w in 0..4 {
             let scale = if w < 2 { low_scale } else { high_scale };
-            let dims: [Val<u32>; 4] = std::array::from_fn(|byte| {
-                bf16x2_mul(e2m1x2_to_bf16x2(words[w], byte as u8), scale).bitcast()
-            });
+            let dims =
+                e2m1x8_to_bf16x8(words[w]).map(|pair| bf16x2_mul(pair, scale).bitcast::<u32>());
             let first = buf.kv.at(row, part * 32 + 8 * w as u32);
             store_vec(first + chunk_shift(buf, map, k, 32), dims);
         }
