@@ -2,7 +2,7 @@
 //! split, the column sums and this CTA's statistics.
 
 use dsl_core::arch::cvt::{bf16x2_to_f32x2, f32x2_to_bf16x2};
-use dsl_core::arch::memory::{load, load_vec, store, store_vec, store_vec_if};
+use dsl_core::arch::memory::{load, load_vec, store, store_if, store_vec, store_vec_if};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::shfl_xor;
 use dsl_core::trace::{Pred, SmemTile, Val};
@@ -54,19 +54,11 @@ pub fn softmax_to_p(
         .map(|s| row_ok.select(*s * scale_log2, f32::NEG_INFINITY))
         .collect();
 
-    // Column max over the 128 rows: a butterfly over the warp's 32 rows (every column of the
-    // thread in lockstep), then across the 4 lane quadrants through shared memory.
-    let mut maxima = logits.clone();
-    for shift in [16, 8, 4, 2, 1] {
-        for m in maxima.iter_mut() {
-            *m = m.max(shfl_xor(*m, shift));
-        }
-    }
-    let writer = lane == 0;
-    for k4 in 0..cols / 4 {
-        let four = [0, 1, 2, 3].map(|e| maxima[(4 * k4 + e) as usize]);
-        store_vec_if(buf.red_max.at(quadrant, first_col + 4 * k4), four, writer);
-    }
+    // Column max over the 128 rows: over the warp's 32 rows ([`reduce_scatter`]), then
+    // across the 4 lane quadrants through shared memory.
+    let (column, writer) = scattered_column(plan, lane);
+    let max = reduce_scatter(&logits, lane, |a, b| a.max(b));
+    store_if(buf.red_max.at(quadrant, first_col + column), max, writer);
     sync_threads();
     let mut column_max = Vec::new();
     for k4 in 0..cols / 4 {
@@ -78,7 +70,7 @@ pub fn softmax_to_p(
             }
         }
         if let Reference::RunningMax(rescale) = reference {
-            let first_of_column = writer & (quadrant == 0);
+            let first_of_column = (lane == 0) & (quadrant == 0);
             four = running_max(buf, rescale, first_col + 4 * k4, four, first_of_column);
         }
         // A column with no valid row: keep exp() finite (every p is 0 anyway).
@@ -140,22 +132,55 @@ fn store_words(at: dsl_core::arch::memory::Smem, words: &[Val<u32>]) {
 #[device]
 pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32>, lane: Val<u32>) {
     let (quadrant, group, _) = row_and_group(warp, lane);
-    let cols = plan.cols_per_thread;
-    let mut sums = probs.to_vec();
-    for shift in [16, 8, 4, 2, 1] {
-        for s in sums.iter_mut() {
-            *s += shfl_xor(*s, shift);
-        }
+    let (column, writer) = scattered_column(plan, lane);
+    let sum = reduce_scatter(probs, lane, |a, b| a + b);
+    store_if(
+        buf.red_sum
+            .at(quadrant, group * plan.cols_per_thread + column),
+        sum,
+        writer,
+    );
+}
+
+/// Reduces each of a thread's `columns` (the same columns in every lane) over the warp's 32
+/// lanes by `combine`. Each of the first log2(n) butterfly rounds halves the columns a lane
+/// holds: the lanes whose bit of that round is clear keep the low half and send the high
+/// half to their partner, which keeps the high one. Lane l ends with column
+/// [`scattered_column`] of l, which the 32 / n lanes that hold it agree on bitwise (each
+/// round adds the same two values in both lanes). A plain butterfly over every column
+/// shuffles 5 n times; this n - 1 + 5 - log2(n) times (6 instead of 20 for n = 4), which
+/// matters beside the next tile's record loads that share the MIO queue with the shuffles.
+#[device]
+fn reduce_scatter(
+    columns: &[Val<f32>],
+    lane: Val<u32>,
+    combine: impl Fn(Val<f32>, Val<f32>) -> Val<f32>,
+) -> Val<f32> {
+    let mut held = columns.to_vec();
+    for shift in [16u32, 8, 4, 2, 1] {
+        let half = held.len() / 2;
+        held = if half == 0 {
+            vec![combine(held[0], shfl_xor(held[0], shift))]
+        } else {
+            let high = (lane & shift) != 0u32;
+            (0..half)
+                .map(|i| {
+                    let sent = high.select(held[i], held[half + i]);
+                    let kept = high.select(held[half + i], held[i]);
+                    combine(kept, shfl_xor(sent, shift))
+                })
+                .collect()
+        };
     }
-    let writer = lane == 0;
-    for k4 in 0..cols / 4 {
-        let four = [0, 1, 2, 3].map(|e| sums[(4 * k4 + e) as usize]);
-        store_vec_if(
-            buf.red_sum.at(quadrant, group * cols + 4 * k4),
-            four,
-            writer,
-        );
-    }
+    held[0]
+}
+
+/// The column of a thread's group that lane `lane` holds after [`reduce_scatter`]
+/// (lane / (32 / n) for n columns: the bits of the halving rounds, high first), and whether
+/// it is the first lane holding it.
+fn scattered_column(plan: &Plan, lane: Val<u32>) -> (Val<u32>, Pred) {
+    let lanes_per_column = 32 / plan.cols_per_thread;
+    (lane / lanes_per_column, (lane % lanes_per_column).eq(0u32))
 }
 
 /// Head `head`'s statistics over the tile: its max (0 when no row is valid) and sum of
