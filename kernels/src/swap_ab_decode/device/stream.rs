@@ -63,11 +63,12 @@
 //! loop issued 1074 instructions a warp a tile instead of 1170 (ptxas 13.5, sm_90a), which
 //! took 2-2.5% off the one-CTA schedule on the H200 (the README has the figures). The rare
 //! scales above 2^7 take a second pass ([`Fp8Dequant`]). Its pairs come from sign-widened
-//! bytes (`prmt` with sign replication), one op a pair fewer: 1029 instructions a tile.
-//! NVFP4 values are looked up rather than bit-moved (`e2m1x8_to_bf16x8`: a `prmt` whose
-//! selector is four magnitudes reads a table of their bf16 bytes), which needs no multiply
-//! but the scale's: that loop fell from 1341 instructions a warp a tile to 941, and NVFP4
-//! records now take no longer than fp8 ones (the README has the figures).
+//! bytes (`prmt` with sign replication), one op a pair fewer, and with the softmax's
+//! reduce-scatter butterfly the loop issues 1004 instructions a tile. NVFP4 values are
+//! looked up rather than bit-moved (`e2m1x8_to_bf16x8`: a `prmt` whose selector is four
+//! magnitudes reads a table of their bf16 bytes), which needs no multiply but the scale's:
+//! that loop fell from 1341 instructions a warp a tile to 934, and NVFP4 records now take no
+//! longer than fp8 ones (the README has the figures).
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
 //! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
