@@ -38,15 +38,17 @@ impl CvtPath {
     }
 }
 
+/// `prmt.b32`: byte permute of the 8 bytes {b, a} by the nibbles of `selector` (an
+/// immediate, or a register whose bytes pick a table's).
 #[track_caller]
-fn prmt(a: Val<u32>, b: impl IntoVal<u32>, selector: u32) -> Val<u32> {
-    let (a, b) = (Operand::Reg(a.reg()), b.operand());
+fn prmt(a: Val<u32>, b: impl IntoVal<u32>, selector: impl IntoVal<u32>) -> Val<u32> {
+    let (a, b, selector) = (Operand::Reg(a.reg()), b.operand(), selector.operand());
     Val::from_reg(emit(Ty::U32, |dst| {
         Op::Alu(AluOp::Prmt {
             dst,
             a,
             b,
-            selector: Operand::Imm(selector as u64),
+            selector,
         })
     }))
 }
@@ -370,15 +372,7 @@ fn e2m1x2_native(word: Val<u32>, byte: u8) -> Val<Bf16x2> {
 /// selector nibbles in bits 15..0 of `selector` (each 0..8).
 #[track_caller]
 fn prmt_lookup(table: [u32; 2], selector: Val<u32>) -> Val<u32> {
-    let (a, b) = (Val::<u32>::constant(table[0]), table[1].operand());
-    Val::from_reg(emit(Ty::U32, |dst| {
-        Op::Alu(AluOp::Prmt {
-            dst,
-            a: Operand::Reg(a.reg()),
-            b,
-            selector: Operand::Reg(selector.reg()),
-        })
-    }))
+    prmt(Val::<u32>::constant(table[0]), table[1], selector)
 }
 
 /// The two b16 halves of a word (`mov.b32 {lo, hi}, w`).
