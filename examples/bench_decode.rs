@@ -157,12 +157,14 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             }
             "--schedule" => {
                 let name = args.next().ok_or("--schedule needs a schedule name")?;
-                let schedule = Schedule::from_short_name(&name)
-                    .filter(|s| Schedule::candidates().any(|c| c == *s))
+                let schedule = Schedule::candidates()
+                    .find(|c| c.short_name() == name)
                     .ok_or_else(|| {
+                        let names: Vec<String> =
+                            Schedule::candidates().map(Schedule::short_name).collect();
                         format!(
-                            "--schedule {name}: no such schedule; give split, split64, stream \
-                             or stream2 to stream4"
+                            "--schedule {name}: no such schedule; give one of {}",
+                            names.join(", ")
                         )
                     })?;
                 options.schedule = Some(schedule);

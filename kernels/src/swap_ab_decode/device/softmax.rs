@@ -147,7 +147,7 @@ pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32
 /// holds: the lanes whose bit of that round is clear keep the low half and send the high
 /// half to their partner, which keeps the high one. Lane l ends with column
 /// [`scattered_column`] of l, which the 32 / n lanes that hold it agree on bitwise (each
-/// round adds the same two values in both lanes). A plain butterfly over every column
+/// round combines the same two values in both lanes). A plain butterfly over every column
 /// shuffles 5 n times; this n - 1 + 5 - log2(n) times (6 instead of 20 for n = 4), which
 /// matters beside the next tile's record loads that share the MIO queue with the shuffles.
 #[device]
