@@ -305,6 +305,32 @@ pub fn e4m3_to_bf16x2_splat(byte: Val<u32>) -> Val<Bf16x2> {
 
 /// The eight e2m1 values of `word` (element i in nibble i, low nibble first) as bf16,
 /// exact: elements (0, 1), (2, 3), (4, 5) and (6, 7).
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::cvt::e2m1x8_to_bf16x8;
+/// use dsl_core::arch::memory::{load, store_vec};
+/// use dsl_core::interp::{Arg, Launch, Memory, run};
+/// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+///
+/// // Word 0 holds the e2m1 codes of -0.5, 0.5, 1, 1.5, 2, 3, 4 and -6, low nibble first;
+/// // words 4-7 get them as four bf16 pairs.
+/// let kernel = trace_kernel("fp4", Target::Sm90a, || {
+///     threads(1, 1, 1);
+///     let x = Tensor::<u32, 1>::declare("x");
+///     let word: Val<u32> = load(x.base());
+///     let pairs = e2m1x8_to_bf16x8(word);
+///     store_vec(x.base() + 16, pairs.map(|pair| pair.bitcast::<u32>()));
+/// })
+/// .unwrap();
+/// let mut mem = Memory::new();
+/// let x = mem.alloc_from("x", &[0xf654_3219u32, 0, 0, 0, 0, 0, 0, 0]);
+/// run(&kernel, &mut mem, &[Arg::contiguous(x, &[8])], &Launch::grid([1, 1, 1])).unwrap();
+/// assert_eq!(
+///     mem.read::<u32>(x)[4..],
+///     [0x3f00_bf00, 0x3fc0_3f80, 0x4040_4000, 0xc0c0_4080]
+/// );
+/// ```
 #[track_caller]
 pub fn e2m1x8_to_bf16x8(word: Val<u32>) -> [Val<Bf16x2>; 4] {
     e2m1x8_to_bf16x8_with(word, CvtPath::current())
