@@ -19,7 +19,8 @@ pub(crate) use builder::{entry_special, entry_warp_id, with_builder};
 pub use control::{Carry, Cond, DynRange, dyn_range};
 pub use param::{E4m3, Element, GlobalPtr, KernelParam, Tensor};
 pub use smem::{
-    Index, SmemRegion, SmemTile, smem_alloc, smem_alloc_with_layout, smem_base, smem_tile,
+    Index, SmemRegion, SmemTile, smem_alloc, smem_alloc_with_layout, smem_base, smem_bytes_free,
+    smem_tile,
 };
 pub use val::{B16, Bf16x2, E4m3x4, F16x2, IntoVal, Literal, Number, Pred, Scalar, Val};
 

@@ -70,6 +70,16 @@ pub fn smem_alloc_with_layout(
     })
 }
 
+/// The bytes of dynamic shared memory still free for a buffer aligned to `align`: what the
+/// target allows a CTA, less every buffer allocated so far (a kernel that sizes its last
+/// buffer by what is left).
+pub fn smem_bytes_free(align: u32) -> u32 {
+    with_builder(|b| {
+        let offset = b.smem_bytes.next_multiple_of(align.max(1));
+        b.target.max_smem_bytes().saturating_sub(offset)
+    })
+}
+
 impl SmemRegion {
     /// The buffer's first byte.
     #[track_caller]
