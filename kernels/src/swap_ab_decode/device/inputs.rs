@@ -33,12 +33,12 @@ pub struct KvList {
 }
 
 impl KvList {
-    fn is_fp4(&self) -> bool {
+    pub(super) fn is_fp4(&self) -> bool {
         self.record == ExtraRecord::Nvfp4
     }
 
     /// The packed values of a row: a byte a dim (fp8) or half a byte (NVFP4).
-    fn row_bytes(&self) -> u32 {
+    pub(super) fn row_bytes(&self) -> u32 {
         if self.is_fp4() {
             HEAD_DIM as u32 / 2
         } else {
@@ -46,7 +46,7 @@ impl KvList {
         }
     }
 
-    fn record_bytes(&self) -> u32 {
+    pub(super) fn record_bytes(&self) -> u32 {
         self.record.bytes() as u32
     }
 }
@@ -60,14 +60,17 @@ pub struct QueryInputs {
     pub heads: HeadGroup,
 }
 
-const NC: LoadOpts = LoadOpts { nc: true };
+pub(super) const NC: LoadOpts = LoadOpts { nc: true };
+
+/// Bytes in global memory seen through a layout (a record, a thread's chunks of it).
+pub(super) type GlobalBytes = dsl_core::tensor::Tensor<u8, dsl_core::tensor::Global>;
 
 /// Byte 0 of 16-byte chunk `chunk` of a record (the record mode of [`cache::layout`]).
-fn record_chunk(chunk: impl Index) -> IntTuple<Val<u32>> {
+pub(super) fn record_chunk(chunk: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::tuple([leaf(0u32), leaf(chunk)])
 }
 
-fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
+pub(super) fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::Leaf(v.int())
 }
 
@@ -78,8 +81,8 @@ fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
 #[derive(Clone, Copy)]
 pub struct RowMap {
     pub row: Val<u32>,
-    part: Val<u32>,
-    per_row: u32,
+    pub(super) part: Val<u32>,
+    pub(super) per_row: u32,
     rows: u32,
 }
 
@@ -101,7 +104,7 @@ impl RowMap {
 /// This thread's slot of a tile: its id (-1 past the list's width) and position.
 #[derive(Clone, dsl_macros::Carry)]
 pub struct Slot {
-    id: Val<i32>,
+    pub(super) id: Val<i32>,
     pos: Val<u32>,
 }
 
@@ -213,9 +216,9 @@ pub fn load_query(plan: &Plan, query: &QueryInputs, tid: Val<u32>) -> QueryWords
 /// and keep zeros.
 #[derive(Clone, dsl_macros::Carry)]
 pub struct Gathered {
-    valid: Pred,
-    kv_words: Vec<[Val<u32>; 4]>,
-    scale_words: Vec<Val<u32>>,
+    pub(super) valid: Pred,
+    pub(super) kv_words: Vec<[Val<u32>; 4]>,
+    pub(super) scale_words: Vec<Val<u32>>,
 }
 
 /// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
@@ -224,26 +227,16 @@ pub struct Gathered {
 #[device]
 pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Option<Val<i32>>) -> Gathered {
     let in_range = limit.map(|limit| slot.pos.cast::<i32>() < limit);
-    let slot_id = slot.id;
-    let slots = list.cache.extent(0) * list.page as i64;
-    let listed = match in_range {
-        Some(in_range) => in_range & (slot_id >= 0),
-        None => slot_id >= 0,
+    let (listed_slot, record) = record_of(list, slot.id);
+    let valid = match in_range {
+        Some(in_range) => in_range & listed_slot,
+        None => listed_slot,
     };
-    let valid = listed & (slot_id.cast::<i64>() < slots);
-    let page_shift = list.page.trailing_zeros();
-    let block = (slot_id >> page_shift).bitcast::<u32>();
-    let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
-    let at_slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
-    let record = cache::device_view(&list.cache, list.page, list.record_bytes())
-        .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]));
     let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
-    let my_chunks = record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(map.part)]));
-    let mut kv_words = Vec::new();
-    for k in 0..row_chunks / map.per_row {
-        let at = my_chunks.at(IntTuple::tuple([leaf(0u32), record_chunk(map.per_row * k)]));
-        kv_words.push(load_vec_if::<u32, 4, _>(at, valid, 0u32, NC));
-    }
+    let chunks = my_chunks(&record, map);
+    let kv_words = (0..row_chunks / map.per_row)
+        .map(|k| load_chunk(&chunks, map, valid, k as usize))
+        .collect();
     let scale_words = if list.is_fp4() {
         // Chunk c = part + per_row k (32 dims) takes scale bytes 2c and 2c + 1: the word
         // at byte 4 (c / 2) of the scales, one a chunk (not all 32 bytes: registers).
@@ -267,6 +260,47 @@ pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Option<Val<i32>>)
         kv_words,
         scale_words,
     }
+}
+
+/// This thread's chunks of `record`: 16-byte chunk `part + per_row k` is its chunk `k`.
+#[track_caller]
+fn my_chunks(record: &GlobalBytes, map: &RowMap) -> GlobalBytes {
+    record.domain_offset(IntTuple::tuple([leaf(0u32), record_chunk(map.part)]))
+}
+
+/// Chunk `k` of [`my_chunks`].
+#[track_caller]
+fn load_chunk(chunks: &GlobalBytes, map: &RowMap, valid: Pred, k: usize) -> [Val<u32>; 4] {
+    let at = chunks.at(IntTuple::tuple([
+        leaf(0u32),
+        record_chunk(map.per_row * k as u32),
+    ]));
+    load_vec_if::<u32, 4, _>(at, valid, 0u32, NC)
+}
+
+/// Chunk `k` of [`gather`]'s tile again, from global memory.
+#[track_caller]
+pub fn gather_chunk(list: &KvList, map: &RowMap, slot: &Slot, k: usize) -> [Val<u32>; 4] {
+    let (valid, record) = record_of(list, slot.id);
+    load_chunk(&my_chunks(&record, map), map, valid, k)
+}
+
+/// Whether `slot_id` names a record of `list`'s cache (not -1, not past its slots), and the
+/// record's bytes.
+#[device]
+pub(super) fn record_of(
+    list: &KvList,
+    slot_id: Val<i32>,
+) -> (Pred, dsl_core::tensor::Tensor<u8, dsl_core::tensor::Global>) {
+    let slots = list.cache.extent(0) * list.page as i64;
+    let valid = (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
+    let page_shift = list.page.trailing_zeros();
+    let block = (slot_id >> page_shift).bitcast::<u32>();
+    let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
+    let at_slot = IntTuple::tuple([leaf(in_page), leaf(block)]);
+    let record = cache::device_view(&list.cache, list.page, list.record_bytes())
+        .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]));
+    (valid, record)
 }
 
 /// cos | sin at the query position for this thread's RoPE dims, and the whole row's
@@ -349,11 +383,15 @@ pub enum Fp8Dequant<'a> {
     /// exact up to a scale of 2^7. A cache writer that derives the scale from the amax never
     /// writes a larger one, but bf16 may still hold such values: a warp with one among its
     /// rows (or a NaN scale) stores its chunks again, with two multiplies a pair, from the
-    /// records `reload` loads again. That pass comes after the common one and reloads
-    /// rather than keeping the records, so that no register is held across the common path:
-    /// at the streamed schedule's 128-register cap, branching around the whole dequant or
-    /// keeping the codes for the second pass spilled 80-124 bytes.
-    OneMultiply { reload: &'a dyn Fn() -> Gathered },
+    /// records' chunks `reload` loads again (one a call, the scales kept from the first
+    /// pass). That pass comes after the common one and reloads rather than keeping the
+    /// records, so that no register is held across the common path: at the streamed
+    /// schedule's 128-register cap, branching around the whole dequant or keeping the codes
+    /// for the second pass spilled 80-124 bytes, and reloading every chunk at once (from
+    /// the shared-memory stage) 20-84.
+    OneMultiply {
+        reload: &'a dyn Fn(usize) -> [Val<u32>; 4],
+    },
 }
 
 /// KV dequant -> shared [128, 512] bf16, and each row's valid flag. Chunk k of this
@@ -414,24 +452,25 @@ fn store_fp4_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered) {
 #[device]
 fn store_fp8_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered, dequant: &Fp8Dequant<'_>) {
     let chunks = tile.kv_words.len();
-    let two_multiplies = |tile: &Gathered| {
+    let two_multiplies = |words: &dyn Fn(usize) -> [Val<u32>; 4]| {
         for k in 0..chunks {
             let scale = ue8m0_to_bf16x2(fp8_scale_exponent(map, tile, k));
-            store_fp8_chunk(buf, map, k, tile, |w| e4m3x4_to_bf16x4_scaled(w, scale));
+            store_fp8_chunk(buf, map, k, words(k), |w| e4m3x4_to_bf16x4_scaled(w, scale));
         }
     };
     match dequant {
-        Fp8Dequant::TwoMultiplies => two_multiplies(tile),
+        Fp8Dequant::TwoMultiplies => two_multiplies(&|k| tile.kv_words[k]),
         Fp8Dequant::OneMultiply { reload } => {
             let exponent = |k| fp8_scale_exponent(map, tile, k);
             let widest = (1..chunks).fold(exponent(0), |widest, k| widest.max(exponent(k)));
             let wide_warp = ballot(widest > UE8M0_ONE_MULTIPLY_MAX) != 0u32;
             for k in 0..chunks {
                 let factor = ue8m0_times_2_pow_120(exponent(k));
-                store_fp8_chunk(buf, map, k, tile, |w| e4m3x4_to_bf16x4_by_ue8m0(w, factor));
+                let words = tile.kv_words[k];
+                store_fp8_chunk(buf, map, k, words, |w| e4m3x4_to_bf16x4_by_ue8m0(w, factor));
             }
             if wide_warp {
-                two_multiplies(&reload());
+                two_multiplies(reload);
             }
         }
     }
@@ -450,10 +489,9 @@ fn store_fp8_chunk(
     buf: &Buffers,
     map: &RowMap,
     k: usize,
-    tile: &Gathered,
+    words: [Val<u32>; 4],
     dequant: impl Fn(Val<u32>) -> [Val<Bf16x2>; 2],
 ) {
-    let words = tile.kv_words[k];
     for half in 0..2 {
         let [a, b] = dequant(words[2 * half]);
         let [c, d] = dequant(words[2 * half + 1]);

@@ -269,7 +269,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     };
 
     stage("0: barriers, tensor memory, wait for the previous grid");
-    let mma = MmaSetup::new(&plan, tid);
+    let mma = MmaSetup::new(&plan, &buf, tid);
     // Every global read below may depend on the PDL predecessor.
     grid_dependency_wait();
     mma.allocate(ctx.warp);

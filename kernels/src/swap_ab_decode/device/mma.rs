@@ -34,7 +34,7 @@ use dsl_core::arch::thread::{elect_one, thread_idx_x};
 use dsl_core::ir::Reg;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError, Major, Swizzle};
 use dsl_core::tensor::{Regs, Shared, Tcgen05Tiled, Tensor, Tmem, WgmmaTiled};
-use dsl_core::trace::{Carry, SmemTile, Val, smem_alloc, smem_tile, trace_error};
+use dsl_core::trace::{Carry, SmemTile, Val, smem_alloc, trace_error};
 use dsl_macros::device;
 use half::bf16;
 
@@ -95,9 +95,9 @@ pub struct WgmmaStage {
 impl MmaSetup {
     /// Allocates the target's buffers; on sm_100a thread 0 initialises the mbarriers.
     #[device]
-    pub fn new(plan: &Plan, tid: Val<u32>) -> MmaSetup {
+    pub fn new(plan: &Plan, buf: &Buffers, tid: Val<u32>) -> MmaSetup {
         match plan.target() {
-            Target::Sm90a => MmaSetup::Wgmma(WgmmaStage::new(plan)),
+            Target::Sm90a => MmaSetup::Wgmma(WgmmaStage::new(plan, buf)),
             Target::Sm100a => {
                 let bars = smem_alloc("mma_barriers", 16, 8).addr();
                 let barriers = Tcgen05Barriers {
@@ -489,7 +489,7 @@ impl Tcgen05Stage {
 
 impl WgmmaStage {
     #[track_caller]
-    fn new(plan: &Plan) -> WgmmaStage {
+    fn new(plan: &Plan, buf: &Buffers) -> WgmmaStage {
         let heads = plan.heads;
         WgmmaStage {
             scores_mma: WgmmaTiled::ss(
@@ -504,7 +504,7 @@ impl WgmmaStage {
                 HEAD_DIM as i64,
                 i64::from(2 * heads),
             ),
-            scores: smem_tile("scores", checked("scores", plan.scores_layout())),
+            scores: buf.p.view(checked("scores", plan.scores_layout())),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The decode kernel: the entry points and the setup both schedules share ([`kernel`]), the
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
-//! from: loads and dequant (`inputs.rs`), the MMA stage per target (`mma.rs`), the softmax
+//! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA stage per target (`mma.rs`), the softmax
 //! (`softmax.rs`), the merge and epilogue (`merge.rs`), the shared-memory buffers
 //! (`smem.rs`) and the key's trace-time plan ([`plan`]).
 
@@ -12,4 +12,5 @@ pub mod plan;
 pub(super) mod smem;
 pub(super) mod softmax;
 pub(super) mod split;
+pub(super) mod stage;
 pub(super) mod stream;

@@ -2,7 +2,7 @@
 //! work is split over threads, TMEM columns, and the shared-memory layouts.
 
 use dsl_core::Target;
-use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
+use dsl_core::layout::{ComposedLayout, Int, Layout, LayoutError, Swizzle, canonical};
 
 use crate::swap_ab_decode::key::Schedule;
 use crate::swap_ab_decode::{CompileKey, HEAD_DIM, THREADS, TILE};
@@ -125,14 +125,18 @@ impl Plan {
     }
 
     /// sm_90: the scores `[128 rows, H]` f32 in shared memory, where sm_100 keeps them in
-    /// TMEM; rows padded by 16 bytes so the row-per-thread reads do not collide in banks.
+    /// TMEM. It takes P's bytes (both are 512 H bytes): every thread has read its scores
+    /// before the column max's barrier, after which P is written. Rows of 64 or 128 bytes
+    /// swizzled by their 16-byte pieces, so that the row-per-thread reads of eight lanes
+    /// fall in distinct banks.
     pub fn scores_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let pitch = self.heads as i64 + 4;
-        let layout = Layout::new(
-            IntTuple::of(&[TILE as i64, self.heads as i64]),
-            IntTuple::of(&[pitch, 1]),
-        )?;
-        ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
+        let swizzle = if self.heads == 32 {
+            Swizzle::B128
+        } else {
+            Swizzle::B64
+        };
+        let layout = Layout::row_major(&[Int::Static(TILE as i64), Int::Static(self.heads as i64)]);
+        ComposedLayout::new(swizzle, 0, layout, 4)
     }
 }
 

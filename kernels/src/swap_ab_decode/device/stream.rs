@@ -7,12 +7,17 @@
 //! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
 //!    -> bf16 -> shared `[16, 512]`; every slot id of both lists into shared memory (-1
 //!    past the list's length); the running statistics and outputs start empty;
-//! 2. per list, the first tile's records into registers; then per tile whose first row is
+//! 2. per list, the first tile's records in flight; then per tile whose first row is
 //!    inside the list's length (a runtime loop):
-//!    - KV dequant -> shared `[128, 512]` bf16 from the registers;
-//!    - the next tile's records are issued into the same registers, so they are in flight
-//!      while this tile computes (the software pipeline: loads of tile t + 1 overlap
-//!      stages 3-6 of tile t);
+//!    - KV dequant -> shared `[128, 512]` bf16 from the records;
+//!    - the next tile's records are issued, so they are in flight while this tile computes
+//!      (the software pipeline: the records of tile t + 1 arrive during stages 3-6 of tile
+//!      t). With fp8 compressed records on sm_90a each row's record comes whole by one
+//!      bulk copy (`cp.async.bulk`, issued by lanes of warps 8-15 once the dequant's
+//!      barrier has passed) into a shared-memory stage `[128, 528]` bytes, completing on
+//!      an mbarrier that the next dequant waits on ([`RawRows`]); with NVFP4 compressed
+//!      records, and on sm_100a (whose streamed partial has its own buffer, so the stage
+//!      does not fit), every thread loads its chunks into registers;
 //!    - 3-4 as in the split schedule (S = KV . Q^T, softmax down each column with P =
 //!      hi + lo), but against the running max M' = max(M, tile max): the column's first
 //!      thread records alpha = 2^(M - M') and M' for its heads;
@@ -50,6 +55,21 @@
 //! CTA in one round, the cluster merge costing about 2 us. `host/dispatch.rs` models both
 //! and picks per call.
 //!
+//! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of
+//! its peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
+//! wavefronts, of which the records' 16-byte register loads took about one per 32-byte
+//! sector (7.2 M; NVFP4 records, with 2.4 M fewer sectors, took 2.5 M fewer wavefronts). A bulk copy writes shared
+//! memory outside that pipe, and the dequant's reads of the stage cost a wavefront per 128
+//! bytes: 15.5 M wavefronts (57%) with the stage. On the H200 that took 8-13% off the
+//! one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off `stream2` at 64 tokens (NE
+//! 512) and `stream3` at 32 (NE 1024), and nothing measurable off `stream3` at 32 tokens
+//! NE 512 (the README has the figures). With NVFP4 records, whose
+//! loads are half the bytes, the stage measured 1-4% slower (for both lists, or the SWA
+//! list alone) and is not used. Copying half or three quarters of a tile's rows and
+//! loading the rest into registers (the stage sized to what fits beside the rest) measured
+//! between 0.96x and 1.08x the register loads. The stage's bytes come from the scores
+//! stand-in, which now shares P's (`Plan::scores_layout`).
+//!
 //! Why the slot ids are staged: read from global memory a tile ahead, each tile's record
 //! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
 //! the record loads below the softmax) exposed that latency in every tile; from shared
@@ -85,14 +105,16 @@ use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::device;
 
 use super::inputs::{
-    Fp8Dequant, Gathered, KvList, RowMap, gather, load_limit, load_position, load_query, load_rope,
-    load_staged_slot, stage_slot_ids, store_cos_sin, store_query, store_tile,
+    Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_limit, load_position,
+    load_query, load_rope, load_staged_slot, stage_slot_ids, store_cos_sin, store_query,
+    store_tile,
 };
 use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
 use super::smem::plain;
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
+use super::stage::RawRows;
 use crate::swap_ab_decode::{ExtraRecord, TILE};
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
@@ -135,14 +157,21 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         })
         .collect();
     reset_running(plan, buf, tid);
+    // With NVFP4 compressed records the stage measured slower on the H200 (for both lists
+    // or for the SWA list alone): their loads are half the bytes.
+    let fp8_records = ctx.extra.record == ExtraRecord::Fp8;
+    let raw = fp8_records
+        .then(|| RawRows::allocate_if_it_fits(tid))
+        .flatten();
     sync_threads();
     let mma = mma.after_sync(plan);
     let mut running = mma.running_outputs(plan, buf, tid);
 
     let mut done = Val::<u32>::constant(0);
-    for (list, ids, limit, tiles_before) in &staged {
-        let share = ListShare::of_rank(plan, list, ids, *limit, rank, *tiles_before);
-        (running, done) = stream_list(ctx, &mma, running, &rescale, &share, done);
+    for (index, (list, ids, limit, tiles_before)) in staged.iter().enumerate() {
+        let share = ListShare::of_rank(plan, list, *limit, rank, *tiles_before);
+        let source = TileSource::new(list, ids, raw.as_ref(), index as u32);
+        (running, done) = stream_list(ctx, &mma, running, &rescale, &share, &source, done);
     }
     stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
     running.finish(plan, buf);
@@ -156,8 +185,6 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
 /// one (a cluster of one), or tiles `first`, `first + C`, ... of a cluster of C.
 struct ListShare<'a> {
     list: &'a KvList,
-    /// The list's slot ids, staged in shared memory in stage 1.
-    ids: &'a SmemTile,
     limit: Val<i32>,
     round: Option<(Val<u32>, u32)>,
 }
@@ -169,19 +196,13 @@ impl<'a> ListShare<'a> {
     fn of_rank(
         plan: &Plan,
         list: &'a KvList,
-        ids: &'a SmemTile,
         limit: Val<i32>,
         rank: Option<Val<u32>>,
         tiles_before: u32,
     ) -> Self {
         let ctas = plan.cluster;
         let round = rank.map(|r| ((r + (ctas - tiles_before % ctas)) % ctas, ctas));
-        ListShare {
-            list,
-            ids,
-            limit,
-            round,
-        }
+        ListShare { list, limit, round }
     }
 
     /// How many of the list's `live_tiles` tiles are this share's.
@@ -223,6 +244,7 @@ fn stream_list<'m>(
     running: RunningOutputs<'m>,
     rescale: &SmemTile,
     share: &ListShare<'_>,
+    source: &TileSource<'_>,
     done: Val<u32>,
 ) -> (RunningOutputs<'m>, Val<u32>) {
     let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
@@ -230,22 +252,25 @@ fn stream_list<'m>(
     let rows = TILE as u32;
     let map = RowMap::new(tid, rows);
 
-    stage("2: the list's first tile into registers");
+    stage("2: the list's first tile in flight");
     let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
-    // The staged slot ids are -1 past the limit: the gathers need no limit.
-    let slot = |row0| load_staged_slot(list, share.ids, &map, row0);
-    let mut next = gather(list, &map, &slot(share.first_row()), None);
+    let count = share.count(live_tiles);
+    let mut next = source.prefetch(&map, share.first_row(), tid);
     let mut running = running;
     let mut done = done;
-    for i in dyn_range(0u32, share.count(live_tiles)) {
+    for i in dyn_range(0u32, count) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
-        let reload = || gather(list, &map, &slot(share.row0(i)), None);
-        store_tile(buf, list, &map, &next, tid, fp8_dequant(ctx, &reload));
+        let row0 = share.row0(i);
+        let tile = source.take(&map, &next, row0, done);
+        let reload = |k| source.chunk_again(&map, &tile, row0, k);
+        store_tile(buf, list, &map, &tile, tid, fp8_dequant(ctx, &reload));
         let row0 = share.row0(i + 1u32);
-        next = gather(list, &map, &slot(row0), None);
+        next = source.load_registers(&map, row0);
         // The MMAs read what the threads stored: make it visible to the async proxy.
         fence_proxy_async_shared();
         sync_threads();
+        // Every thread has read the stage: the next tile's copies may overwrite it.
+        source.issue_copies(row0, tid);
         let parity = done & 1u32;
 
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
@@ -263,11 +288,106 @@ fn stream_list<'m>(
     (running, done)
 }
 
+/// Where a list's tiles come from: the stage ([`RawRows`]: one bulk copy a row), or loads
+/// into registers a tile ahead.
+///
+/// The stage's copies are issued for every tile of the list's share and one past it (its
+/// ids are -1: the phase completes with nothing copied, and nobody waits for it), so that
+/// no tile count is held in the loop: list `index`'s tile `t` of the CTA's `done` before it
+/// is the stage's phase `done + index + t`.
+struct TileSource<'a> {
+    list: &'a KvList,
+    ids: &'a SmemTile,
+    stage: Option<&'a RawRows>,
+    index: u32,
+}
+
+impl<'a> TileSource<'a> {
+    fn new(list: &'a KvList, ids: &'a SmemTile, stage: Option<&'a RawRows>, index: u32) -> Self {
+        TileSource {
+            list,
+            ids,
+            stage,
+            index,
+        }
+    }
+
+    #[track_caller]
+    fn slot(&self, map: &RowMap, row0: Val<u32>) -> Slot {
+        load_staged_slot(self.list, self.ids, map, row0)
+    }
+
+    /// The tile at `row0` into registers, issued now; none through the stage. The staged
+    /// slot ids are -1 past the limit: the gathers need no limit.
+    #[track_caller]
+    fn load_registers(&self, map: &RowMap, row0: Val<u32>) -> Option<Gathered> {
+        self.stage
+            .is_none()
+            .then(|| gather(self.list, map, &self.slot(map, row0), None))
+    }
+
+    /// The stage's copies of the tile at `row0`.
+    #[track_caller]
+    fn issue_copies(&self, row0: Val<u32>, tid: Val<u32>) {
+        if let Some(stage) = self.stage {
+            stage.issue(self.list, self.ids, row0, tid);
+        }
+    }
+
+    /// The first tile's loads or copies. After the first list, a barrier before the copies:
+    /// where the previous list had no tile, a thread may not arrive on this list's phase
+    /// before every issuer has arrived on that list's.
+    #[track_caller]
+    fn prefetch(&self, map: &RowMap, row0: Val<u32>, tid: Val<u32>) -> Option<Gathered> {
+        if self.stage.is_some() && self.index > 0 {
+            sync_threads();
+        }
+        self.issue_copies(row0, tid);
+        self.load_registers(map, row0)
+    }
+
+    /// The tile at `row0` for the dequant, the CTA's tile `done`: `registers`, or the stage
+    /// once its copies are in.
+    #[track_caller]
+    fn take(
+        &self,
+        map: &RowMap,
+        registers: &Option<Gathered>,
+        row0: Val<u32>,
+        done: Val<u32>,
+    ) -> Gathered {
+        match (self.stage, registers) {
+            (Some(stage), _) => {
+                stage.wait((done + self.index) & 1u32);
+                stage.gathered(self.list, map, &self.slot(map, row0))
+            }
+            (None, Some(registers)) => registers.clone(),
+            (None, None) => unreachable!("a list without the stage loads into registers"),
+        }
+    }
+
+    /// Chunk `k` of the tile at `row0` again (the wide-scale pass), whose first read was
+    /// `first`: from the stage, which still holds its rows, or global memory.
+    #[track_caller]
+    fn chunk_again(
+        &self,
+        map: &RowMap,
+        first: &Gathered,
+        row0: Val<u32>,
+        k: usize,
+    ) -> [Val<u32>; 4] {
+        match self.stage {
+            Some(stage) => stage.chunk_again(map, first, k),
+            None => gather_chunk(self.list, map, &self.slot(map, row0), k),
+        }
+    }
+}
+
 /// How the streamed tiles scale fp8 records: one multiply a pair where the compressed
 /// records are fp8 too. With NVFP4 compressed records only the SWA list is fp8 (one tile of a
 /// token's five at NK 128), and one multiply there made ptxas spill 16 bytes at the
 /// 128-register cap, so that kernel keeps two.
-fn fp8_dequant<'a>(ctx: &Ctx<'_>, reload: &'a dyn Fn() -> Gathered) -> Fp8Dequant<'a> {
+fn fp8_dequant<'a>(ctx: &Ctx<'_>, reload: &'a dyn Fn(usize) -> [Val<u32>; 4]) -> Fp8Dequant<'a> {
     if ctx.extra.record == ExtraRecord::Fp8 {
         Fp8Dequant::OneMultiply { reload }
     } else {
