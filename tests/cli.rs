@@ -211,7 +211,7 @@ fn smem_prints_the_map() {
     assert!(map.contains("bytes free"), "{map}");
 
     let hopper = ok(&["smem", SM90]);
-    assert!(hopper.contains("scores"), "{hopper}");
+    assert!(hopper.contains("scores_p"), "{hopper}");
     assert!(!hopper.contains("tmem_slot"), "{hopper}");
 }
 
@@ -350,15 +350,15 @@ fn run_dumps_shared_and_tensor_memory() {
         "run",
         SM90,
         "--dump",
-        "smem:scores",
+        "smem:scores_p",
         "--stage",
         "4:",
         "--at",
-        "end",
+        "start",
         "--as",
         "f32",
     ]);
-    assert!(out.contains("shared buffer `scores`"), "{out}");
+    assert!(out.contains("shared buffer `scores_p`"), "{out}");
 
     let err = fails(&["run", SM90, "--dump", "tmem:0..32", "--stage", "4:"], 2);
     assert!(err.contains("tensor memory exists only on sm100a"), "{err}");

@@ -49,3 +49,21 @@ fn assembles() {
     let r = dsl_core::ptxas::assemble(&m).unwrap();
     println!("{r:?}");
 }
+
+#[test]
+fn smem_bytes_free_is_the_limit_less_the_buffers_and_the_alignment() {
+    use dsl_core::trace::{smem_alloc, smem_bytes_free};
+    for target in Target::ALL {
+        trace_kernel("smem_free", target, || {
+            threads(32, 1, 1);
+            let limit = target.max_smem_bytes();
+            assert_eq!(smem_bytes_free(16), limit);
+            smem_alloc("a", 100, 16);
+            assert_eq!(smem_bytes_free(4), limit - 100);
+            assert_eq!(smem_bytes_free(128), limit - 128);
+            smem_alloc("b", limit - 128, 128);
+            assert_eq!(smem_bytes_free(16), 0);
+        })
+        .unwrap();
+    }
+}

@@ -118,7 +118,8 @@ pub fn run(args: &RunArgs) -> Outcome {
                     return Err(Failure::usage(format!(
                         "--dump tmem: tensor memory exists only on sm100a (tcgen05) keys; {key} \
                          is for {}, where the MMAs accumulate in registers and the scores go \
-                         to the shared buffer `scores` (try --dump smem:scores --as f32)",
+                         to the shared buffer `scores_p`, which P overwrites in stage 4 (try \
+                         --dump smem:scores_p --stage 4: --at start --as f32)",
                         key.target
                     )));
                 }

@@ -60,7 +60,7 @@ pub struct QueryInputs {
     pub heads: HeadGroup,
 }
 
-pub(super) const NC: LoadOpts = LoadOpts { nc: true };
+const NC: LoadOpts = LoadOpts { nc: true };
 
 /// Bytes in global memory seen through a layout (a record, a thread's chunks of it).
 pub(super) type GlobalBytes = dsl_core::tensor::Tensor<u8, dsl_core::tensor::Global>;
@@ -288,10 +288,7 @@ pub fn gather_chunk(list: &KvList, map: &RowMap, slot: &Slot, k: usize) -> [Val<
 /// Whether `slot_id` names a record of `list`'s cache (not -1, not past its slots), and the
 /// record's bytes.
 #[device]
-pub(super) fn record_of(
-    list: &KvList,
-    slot_id: Val<i32>,
-) -> (Pred, dsl_core::tensor::Tensor<u8, dsl_core::tensor::Global>) {
+pub(super) fn record_of(list: &KvList, slot_id: Val<i32>) -> (Pred, GlobalBytes) {
     let slots = list.cache.extent(0) * list.page as i64;
     let valid = (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
     let page_shift = list.page.trailing_zeros();

@@ -17,7 +17,8 @@ pub struct Buffers {
     pub partial: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
-    /// `[2H, 128]` bf16 P hi | lo (MN-major).
+    /// `[2H, 128]` bf16 P hi | lo (MN-major); on sm_90a over the scores stand-in, in the
+    /// buffer `scores_p`.
     pub p: SmemTile,
     /// One i32 per KV row: 1 where the row takes part.
     pub valid: SmemTile,
@@ -59,7 +60,13 @@ impl Buffers {
         let heads = plan.heads as i64;
         let kv = smem_tile("kv", checked("KV", plan.kv_layout()));
         let q = smem_tile("q", checked("Q", plan.q_layout()));
-        let p = smem_tile("p", checked("P", plan.p_layout()));
+        let p_layout = checked("P", plan.p_layout());
+        // sm_90a: the scores stand-in takes P's bytes (`Plan::scores_layout`).
+        let p = if plan.target() == dsl_core::Target::Sm90a {
+            smem_tile("scores_p", checked("scores", plan.scores_layout())).view(p_layout)
+        } else {
+            smem_tile("p", p_layout)
+        };
         let valid = smem_tile("valid", plain(&[TILE as i64], 4));
         let red_max = smem_tile("red_max", plain(&[4, heads], 4));
         let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
