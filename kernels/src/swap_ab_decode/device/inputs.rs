@@ -142,8 +142,18 @@ pub fn stage_slot_ids(
 #[device]
 pub fn load_staged_slot(list: &KvList, ids: &SmemTile, map: &RowMap, row0: Val<u32>) -> Slot {
     let pos = row0 + map.row;
-    let [id] = load_vec_if::<i32, 1, _>(ids.at1(pos), pos < list.width, -1i32, LoadOpts::default());
-    Slot { id, pos }
+    Slot {
+        id: staged_slot_id(list, ids, pos),
+        pos,
+    }
+}
+
+/// The staged slot id of row `pos` of `list`: -1 past the list's width.
+#[track_caller]
+pub(super) fn staged_slot_id(list: &KvList, ids: &SmemTile, pos: Val<u32>) -> Val<i32> {
+    let [id] =
+        load_vec_if::<i32, 1, _>(ids.at1(pos), pos.lt(list.width), -1i32, LoadOpts::default());
+    id
 }
 
 /// The rows of `list` that take part for this token: min(length, width).

@@ -9,7 +9,9 @@ use dsl_core::layout::IntTuple;
 use dsl_core::trace::{Pred, SmemTile, Val, smem_alloc, smem_bytes_free, smem_tile};
 use dsl_macros::device;
 
-use super::inputs::{Gathered, KvList, RowMap, Slot, leaf, record_chunk, record_of};
+use super::inputs::{
+    Gathered, KvList, RowMap, Slot, leaf, record_chunk, record_of, staged_slot_id,
+};
 use super::smem::plain;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
 use crate::swap_ab_decode::{FP8_RECORD, TILE};
@@ -29,8 +31,9 @@ impl RawRows {
     /// partial has its own buffer).
     #[track_caller]
     pub fn allocate_if_it_fits(tid: Val<u32>) -> Option<RawRows> {
-        let bytes = TILE as u32 * FP8_RECORD as u32;
-        (smem_bytes_free(16) >= bytes + 16).then(|| RawRows::allocate(tid))
+        // The records (16-byte aligned), then the 8-byte barrier, in 16-byte steps.
+        let bytes = TILE as u32 * FP8_RECORD as u32 + 16;
+        (smem_bytes_free(16) >= bytes).then(|| RawRows::allocate(tid))
     }
 
     #[device]
@@ -54,10 +57,7 @@ impl RawRows {
         let (warp, lane) = (tid >> 5, tid & 31u32);
         let row = (warp - 8u32) * ISSUERS_PER_WARP + lane;
         if (warp >= 8u32) & (lane < ISSUERS_PER_WARP) {
-            let pos = row0 + row;
-            let live = pos < list.width;
-            let [id] = load_vec_if::<i32, 1, _>(ids.at1(pos), live, -1i32, LoadOpts::default());
-            let (valid, record) = record_of(list, id);
+            let (valid, record) = record_of(list, staged_slot_id(list, ids, row0 + row));
             let bytes = list.record_bytes();
             self.full.arrive_expect_tx(valid.select(bytes, 0u32));
             if valid {

@@ -58,17 +58,17 @@
 //! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of
 //! its peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
 //! wavefronts, of which the records' 16-byte register loads took about one per 32-byte
-//! sector (7.2 M; NVFP4 records, with 2.4 M fewer sectors, took 2.5 M fewer wavefronts). A bulk copy writes shared
-//! memory outside that pipe, and the dequant's reads of the stage cost a wavefront per 128
-//! bytes: 15.5 M wavefronts (57%) with the stage. On the H200 that took 8-13% off the
-//! one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off `stream2` at 64 tokens (NE
-//! 512) and `stream3` at 32 (NE 1024), and nothing measurable off `stream3` at 32 tokens
-//! NE 512 (the README has the figures). With NVFP4 records, whose
-//! loads are half the bytes, the stage measured 1-4% slower (for both lists, or the SWA
-//! list alone) and is not used. Copying half or three quarters of a tile's rows and
-//! loading the rest into registers (the stage sized to what fits beside the rest) measured
-//! between 0.96x and 1.08x the register loads. The stage's bytes come from the scores
-//! stand-in, which now shares P's (`Plan::scores_layout`).
+//! sector (7.2 M; NVFP4 records, with 2.4 M fewer sectors, took 2.5 M fewer wavefronts).
+//! A bulk copy writes shared memory outside that pipe, and the dequant's reads of the
+//! stage cost a wavefront per 128 bytes: 15.5 M wavefronts (57%) with the stage. On the
+//! H200 that took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off
+//! `stream2` at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable
+//! off `stream3` at 32 tokens NE 512 (the README has the figures). With NVFP4 records,
+//! whose loads are half the bytes, the stage measured 1-4% slower (for both lists, or the
+//! SWA list alone) and is not used. Copying half or three quarters of a tile's rows and
+//! loading the rest into registers (the stage sized to what fits beside the rest)
+//! measured between 0.96x and 1.08x the register loads. The stage's bytes come from the
+//! scores stand-in, which now shares P's (`Plan::scores_layout`).
 //!
 //! Why the slot ids are staged: read from global memory a tile ahead, each tile's record
 //! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
@@ -91,7 +91,7 @@
 //! longer than fp8 ones (the README has the figures).
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
-//! `cp.async` a tile ahead (no records in registers) was slower on the H200 than these
+//! `cp.async` a tile ahead (no records in registers) was slower on the H200 than the
 //! register loads, and so was prefetching the next tile's records into L2 with
 //! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures). Nor
 //! were two restructurings toward warp roles: committing the O MMA by halves of the dims so
