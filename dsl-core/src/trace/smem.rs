@@ -73,6 +73,22 @@ pub fn smem_alloc_with_layout(
 /// The bytes of dynamic shared memory still free for a buffer aligned to `align`: what the
 /// target allows a CTA, less every buffer allocated so far (a kernel that sizes its last
 /// buffer by what is left).
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::trace::{smem_alloc, smem_bytes_free, threads, trace_kernel};
+///
+/// let kernel = trace_kernel("sized_by_what_is_left", Target::Sm90a, || {
+///     threads(32, 1, 1);
+///     smem_alloc("table", 1000, 16);
+///     // The next 128-byte boundary after the table's 1000 bytes is 1024.
+///     let left = smem_bytes_free(128);
+///     assert_eq!(left, Target::Sm90a.max_smem_bytes() - 1024);
+///     smem_alloc("rest", left, 128);
+/// })
+/// .unwrap();
+/// assert_eq!(kernel.smem_bytes, Target::Sm90a.max_smem_bytes());
+/// ```
 pub fn smem_bytes_free(align: u32) -> u32 {
     with_builder(|b| {
         let offset = b.smem_bytes.next_multiple_of(align.max(1));
