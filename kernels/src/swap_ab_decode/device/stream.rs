@@ -97,7 +97,12 @@
 //! were two restructurings toward warp roles: committing the O MMA by halves of the dims so
 //! that the next tile's dequant starts under it (slower), and producer and consumer
 //! warpgroups passing 64-row stages through named barriers (3% faster, but spilling at the
-//! register cap); the README has the figures and what they leave open.
+//! register cap); the README has the figures and what they leave open. Nor was S from the
+//! dequant's registers (RS wgmma: each warpgroup dequantising a quarter of the staged tile
+//! straight into the A fragments of its S MMAs, Q's dims permuted to match, the partials
+//! summed in the stand-in): no spills and the same instructions a tile, but 1.10-1.16x
+//! slower on the H200 at the one-CTA schedule, with the MMAs inside the dequant instead of
+//! beside a barrier.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::cluster_cta_rank;
