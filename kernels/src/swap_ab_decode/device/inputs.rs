@@ -299,8 +299,7 @@ pub fn gather_chunk(list: &KvList, map: &RowMap, slot: &Slot, k: usize) -> [Val<
 /// record's bytes.
 #[device]
 pub(super) fn record_of(list: &KvList, slot_id: Val<i32>) -> (Pred, GlobalBytes) {
-    let slots = list.cache.extent(0) * list.page as i64;
-    let valid = (slot_id >= 0) & (slot_id.cast::<i64>() < slots);
+    let valid = names_a_record(list, slot_id);
     let page_shift = list.page.trailing_zeros();
     let block = (slot_id >> page_shift).bitcast::<u32>();
     let in_page = (slot_id & (list.page as i32 - 1)).bitcast::<u32>();
@@ -308,6 +307,13 @@ pub(super) fn record_of(list: &KvList, slot_id: Val<i32>) -> (Pred, GlobalBytes)
     let record = cache::device_view(&list.cache, list.page, list.record_bytes())
         .domain_offset(IntTuple::tuple([at_slot, record_chunk(0u32)]));
     (valid, record)
+}
+
+/// Whether `slot_id` names a record of `list`'s cache: not -1, not past its slots.
+#[device]
+pub(super) fn names_a_record(list: &KvList, slot_id: Val<i32>) -> Pred {
+    let slots = list.cache.extent(0) * list.page as i64;
+    (slot_id >= 0) & (slot_id.cast::<i64>() < slots)
 }
 
 /// cos | sin at the query position for this thread's RoPE dims, and the whole row's

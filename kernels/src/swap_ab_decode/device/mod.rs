@@ -1,8 +1,9 @@
 //! The decode kernel: the entry points and the setup both schedules share ([`kernel`]), the
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
-//! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA stage per target (`mma.rs`), the softmax
-//! (`softmax.rs`), the merge and epilogue (`merge.rs`), the shared-memory buffers
-//! (`smem.rs`) and the key's trace-time plan ([`plan`]).
+//! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA
+//! stage per target (`mma.rs`), the softmax (`softmax.rs`), the merge and epilogue
+//! (`merge.rs`), the shared-memory buffers (`smem.rs`) and the key's trace-time plan
+//! ([`plan`]).
 
 pub(super) mod inputs;
 pub mod kernel;

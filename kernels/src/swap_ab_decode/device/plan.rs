@@ -105,15 +105,14 @@ impl Plan {
     }
 
     /// P as `[2H, 128 rows]` bf16, MN-major (the H hi columns, then the H lo columns, are
-    /// contiguous in a row): the B operand of O. One swizzle row holds 2H bf16, so H = 32
-    /// takes the 128-byte swizzle and H = 16 the 64-byte one.
+    /// contiguous in a row): the B operand of O, its rows swizzled by their 4H bytes.
     pub fn p_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let swizzle = if self.heads == 32 {
-            Swizzle::B128
-        } else {
-            Swizzle::B64
-        };
-        canonical::mn_major(swizzle, 2 * self.heads as i64, TILE as i64, 2)
+        canonical::mn_major(
+            self.row_of_4h_bytes_swizzle(),
+            2 * self.heads as i64,
+            TILE as i64,
+            2,
+        )
     }
 
     /// The fp32 partial output `[H, 512]`, row-major; it reuses the KV tile's bytes once
@@ -130,13 +129,18 @@ impl Plan {
     /// swizzled by their 16-byte pieces, so that the row-per-thread reads of eight lanes
     /// fall in distinct banks.
     pub fn scores_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let swizzle = if self.heads == 32 {
+        let layout = Layout::row_major(&[Int::Static(TILE as i64), Int::Static(self.heads as i64)]);
+        ComposedLayout::new(self.row_of_4h_bytes_swizzle(), 0, layout, 4)
+    }
+
+    /// The swizzle of P's and the scores' rows, 4H bytes each (2H bf16, H f32): 128 bytes
+    /// at H = 32, 64 at H = 16.
+    fn row_of_4h_bytes_swizzle(&self) -> Swizzle {
+        if self.heads == 32 {
             Swizzle::B128
         } else {
             Swizzle::B64
-        };
-        let layout = Layout::row_major(&[Int::Static(TILE as i64), Int::Static(self.heads as i64)]);
-        ComposedLayout::new(swizzle, 0, layout, 4)
+        }
     }
 }
 

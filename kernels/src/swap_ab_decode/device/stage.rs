@@ -10,7 +10,7 @@ use dsl_core::trace::{Pred, SmemTile, Val, smem_alloc, smem_bytes_free, smem_til
 use dsl_macros::device;
 
 use super::inputs::{
-    Gathered, KvList, RowMap, Slot, leaf, record_chunk, record_of, staged_slot_id,
+    Gathered, KvList, RowMap, Slot, leaf, names_a_record, record_chunk, record_of, staged_slot_id,
 };
 use super::smem::plain;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
@@ -78,7 +78,7 @@ impl RawRows {
     #[track_caller]
     pub fn gathered(&self, list: &KvList, map: &RowMap, slot: &Slot) -> Gathered {
         assert!(!list.is_fp4(), "the stage holds fp8 records only");
-        let (valid, _) = record_of(list, slot.id);
+        let valid = names_a_record(list, slot.id);
         let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
         let kv_words = (0..row_chunks / map.per_row)
             .map(|k| self.chunk(map, valid, k as usize))
