@@ -1,5 +1,5 @@
 //! The SwapAB decode kernel, written once for sm_100a (tcgen05 MMA into tensor memory) and
-//! sm_90a (wgmma into registers); only the MMA stages differ by target (`mma.rs`).
+//! sm_90a (wgmma into registers); only the MMA stages differ by target (`mma/`).
 //! 512 threads a CTA; 8 heads are computed as 16, the padding never loaded or stored.
 //!
 //! Two schedules share every stage (loads, dequant, MMAs, softmax, merge, epilogue), and

@@ -1,7 +1,7 @@
 //! The decode kernel: the entry points and the setup both schedules share ([`kernel`]), the
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
 //! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA
-//! stage per target (`mma.rs`), the softmax (`softmax.rs`), the merge and epilogue
+//! stage per target (`mma/`: `tcgen05.rs`, `wgmma.rs`), the softmax (`softmax.rs`), the merge and epilogue
 //! (`merge.rs`), the shared-memory buffers (`smem.rs`) and the key's trace-time plan
 //! ([`plan`]).
 

@@ -1,0 +1,209 @@
+//! sm_90a: both MMAs through [`WgmmaTiled`] with their accumulators in registers; S goes
+//! through a shared-memory stand-in for the softmax (the module docs of `mma` say how the
+//! tiles lie).
+
+use dsl_core::arch::memory::{load, load_vec};
+use dsl_core::arch::sm90::wgmma;
+use dsl_core::arch::sync::sync_threads;
+use dsl_core::arch::thread::thread_idx_x;
+use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Major, Swizzle};
+use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaTiled};
+use dsl_core::trace::{SmemTile, Val, trace_error};
+use dsl_macros::device;
+use half::bf16;
+
+use super::{
+    PartialUpdate, SWA_STEPS, TILE_STEPS, TileRows, cell_offsets, partial_as_outputs_tile,
+    store_summed, value_operands,
+};
+use crate::swap_ab_decode::device::plan::Plan;
+use crate::swap_ab_decode::device::smem::{Buffers, checked};
+use crate::swap_ab_decode::{HEAD_DIM, TILE};
+
+/// sm_90a: the tilings and the shared-memory stand-in for S `[128, H]` f32.
+pub struct WgmmaStage {
+    scores_mma: WgmmaTiled,
+    outputs_mma: WgmmaTiled,
+    scores: SmemTile,
+}
+
+impl WgmmaStage {
+    #[track_caller]
+    pub(super) fn new(plan: &Plan, buf: &Buffers) -> WgmmaStage {
+        let heads = plan.heads;
+        WgmmaStage {
+            scores_mma: WgmmaTiled::ss(
+                wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K),
+                2,
+                TILE as i64,
+                i64::from(heads),
+            ),
+            outputs_mma: WgmmaTiled::ss(
+                wgmma::MmaF16Bf16Ss::bf16(2 * heads, Major::MN, Major::MN),
+                4,
+                HEAD_DIM as i64,
+                i64::from(2 * heads),
+            ),
+            scores: buf.p.view(checked("scores", plan.scores_layout())),
+        }
+    }
+
+    /// Warpgroups 0 and 1 compute S and store it to the stand-in.
+    #[device]
+    pub(super) fn scores(&self, buf: &Buffers, warp: Val<u32>) {
+        if warp < 8 {
+            let thr = self.scores_mma.thread(thread_idx_x());
+            let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
+            let q = thr.partition_b(&buf.q.tensor::<bf16>());
+            let acc = thr.partition_fragment_c();
+            wgmma::fence();
+            thr.gemm(&acc, &kv, &q, false);
+            wgmma::commit_group();
+            wgmma::wait_group(0);
+            thr.partition_c(&self.scores.tensor::<f32>()).store(&acc);
+        }
+    }
+
+    #[device]
+    pub(super) fn load_scores(&self, plan: &Plan, warp: Val<u32>, lane: Val<u32>) -> Vec<Val<f32>> {
+        sync_threads();
+        let cols = plan.cols_per_thread;
+        let row = (warp & 3u32) * 32 + lane;
+        let first = (warp >> 2) * cols;
+        let mut out = Vec::new();
+        for k4 in 0..cols / 4 {
+            out.extend(load_vec::<f32, 4, _>(self.scores.at(row, first + 4 * k4)));
+        }
+        out
+    }
+
+    /// Every warpgroup issues its rows of O^T, onto `running` (the streamed schedule's
+    /// fragment) or into a fresh fragment; the caller waits in stage 6.
+    #[device]
+    pub(super) fn outputs(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        rows: TileRows,
+        running: Option<Tensor<f32, Regs>>,
+    ) -> Tensor<f32, Regs> {
+        let thr = self.outputs_mma.thread(thread_idx_x());
+        let (v_t, p) = value_operands(buf);
+        let v_t = thr.partition_a(&v_t, Major::MN);
+        let p = thr.partition_b(&p);
+        let onto = running.is_some();
+        let acc = running.unwrap_or_else(|| thr.partition_fragment_c());
+        wgmma::fence();
+        match rows {
+            TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, onto),
+            TileRows::ByRank(rank) => {
+                thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, onto);
+                if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
+                    if rank >= plan.swa_tiles {
+                        thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+                    }
+                }
+            }
+        }
+        wgmma::commit_group();
+        acc
+    }
+
+    /// Stage 6 once the fragment is complete: O = hi + lo to the partial.
+    #[track_caller]
+    pub(super) fn store_partial(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        acc: &Tensor<f32, Regs>,
+        update: PartialUpdate<'_>,
+    ) {
+        let partial = partial_as_outputs_tile(plan, buf);
+        let thr = self.outputs_mma.thread(thread_idx_x());
+        let head_of = |i| thr.coord_c(i).1 % plan.heads;
+        store_summed(&thr.partition_c(&partial), acc, update, head_of);
+    }
+
+    /// An empty running O^T: a zeroed fragment.
+    #[track_caller]
+    pub(super) fn empty_outputs(&self, tid: Val<u32>) -> Tensor<f32, Regs> {
+        self.outputs_mma.thread(tid).partition_fragment_c()
+    }
+
+    /// Issues `running` (scaled by each head's alpha, `rescale` row 0) += V^T . P^T over
+    /// the tile's 128 rows.
+    #[track_caller]
+    pub(super) fn add_tile(
+        &self,
+        plan: &Plan,
+        buf: &Buffers,
+        rescale: &SmemTile,
+        running: Tensor<f32, Regs>,
+    ) -> Tensor<f32, Regs> {
+        let thr = self.outputs_mma.thread(thread_idx_x());
+        let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
+        let acc = scaled(&running, &alpha);
+        self.outputs(plan, buf, TileRows::All, Some(acc))
+    }
+}
+
+/// Waits for this thread's O MMAs, then for every warpgroup's, before anyone overwrites the
+/// KV tile they read.
+#[device]
+pub(super) fn wait_for_outputs() {
+    wgmma::wait_group(0);
+    sync_threads();
+}
+
+/// Row 0 of `rescale` `[2, H]` (a factor per head) as O^T's C tile `[512 dims, (H, 2)]`:
+/// every dim and both the hi and lo column of a head see the head's factor.
+#[track_caller]
+fn head_factors_as_outputs_tile(plan: &Plan, rescale: &SmemTile) -> Tensor<f32, Shared> {
+    let heads = i64::from(plan.heads);
+    let layout = Layout::new(
+        IntTuple::tuple([
+            IntTuple::from(HEAD_DIM as i64),
+            IntTuple::tuple([IntTuple::from(heads), IntTuple::from(2)]),
+        ]),
+        IntTuple::tuple([
+            IntTuple::from(0),
+            IntTuple::tuple([IntTuple::from(1), IntTuple::from(0)]),
+        ]),
+    )
+    .and_then(|layout| ComposedLayout::new(Swizzle::NONE, 0, layout, 4));
+    rescale
+        .view(checked("head factors over O^T", layout))
+        .tensor::<f32>()
+}
+
+/// `acc` times `factors` (a partition of `acc`'s shape), elementwise: each distinct cell of
+/// `factors` is loaded once.
+#[track_caller]
+fn scaled(acc: &Tensor<f32, Regs>, factors: &Tensor<f32, Shared>) -> Tensor<f32, Regs> {
+    let (cells, registers) = match (cell_offsets(factors), acc.layout().to_static()) {
+        (Ok(cells), Ok(registers)) => (cells, registers),
+        (Err(e), _) | (_, Err(e)) => {
+            trace_error(format!("scaling a fragment by {factors:?}: {e}"));
+            return acc.clone();
+        }
+    };
+    let mut loaded: Vec<(i64, Val<f32>)> = Vec::new();
+    let mut values: Vec<Option<Val<f32>>> = vec![None; acc.regs().len()];
+    for (i, cell) in cells.into_iter().enumerate() {
+        let factor = match loaded.iter().find(|(c, _)| *c == cell) {
+            Some((_, f)) => *f,
+            None => {
+                let f: Val<f32> = load(factors.at(IntTuple::from(i as i64)));
+                loaded.push((cell, f));
+                f
+            }
+        };
+        let register = registers.offset_of_index(i as i64).unwrap_or_default();
+        values[register as usize] = Some(acc.get(i as i64) * factor);
+    }
+    let values: Vec<Val<f32>> = values
+        .into_iter()
+        .map(|v| v.expect("a fragment's layout covers every register"))
+        .collect();
+    Tensor::from_values(&values, acc.layout().clone())
+}
