@@ -64,8 +64,9 @@
 //! H200 that took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off
 //! `stream2` at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable
 //! off `stream3` at 32 tokens NE 512 (the README has the figures). With NVFP4 records,
-//! whose loads are half the bytes, the stage measured 1-4% slower (for both lists, or the
-//! SWA list alone) and is not used. Copying half or three quarters of a tile's rows and
+//! whose loads are half the bytes, the stage measured slower in most shapes (up to 7%;
+//! for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at 128 tokens)
+//! and is not used. Copying half or three quarters of a tile's rows and
 //! loading the rest into registers (the stage sized to what fits beside the rest)
 //! measured between 0.96x and 1.08x the register loads. The stage's bytes come from the
 //! scores stand-in, which now shares P's (`Plan::scores_layout`).
