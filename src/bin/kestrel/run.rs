@@ -9,13 +9,13 @@ use kestrel::core::interp::{
 };
 use kestrel::core::ir::Kernel;
 use kestrel::kernels::swap_ab_decode::case_file::{self, CaseFileError};
-use kestrel::kernels::swap_ab_decode::engine::{EngineError, interpret_kernel};
+use kestrel::kernels::swap_ab_decode::engine::{EngineError, EngineRun, interpret_kernel};
 use kestrel::kernels::swap_ab_decode::host::MAX_TOKENS;
 use kestrel::kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, ReferenceOutput, compare, generate, reference,
 };
 
-use crate::args::{At, DumpWhat, RunArgs, ValueType};
+use crate::args::{At, DumpWhat, RunArgs, TraceAt, ValueType};
 use crate::dump::{format_smem, format_tmem, format_trace};
 use crate::failure::{Failure, Outcome};
 use crate::inspect::trace;
@@ -37,6 +37,63 @@ struct Workload {
 }
 
 pub fn run(args: &RunArgs) -> Outcome {
+    check_flags(args)?;
+    let work = workload(args)?;
+    let key = work.key;
+    let problem = &work.case.problem;
+    let reference = reference(problem).map_err(|e| {
+        Failure::failed(format!(
+            "the f64 reference cannot run case `{}`: {e}",
+            work.case.name
+        ))
+    })?;
+    let kernel = trace(&key, true)?;
+    let grid = key.grid(problem.s_q());
+    let threads = kernel.threads_per_cta();
+    let stages = match &args.stage {
+        Some(text) => matching_stages(&kernel, text)?,
+        None => Vec::new(),
+    };
+    let mut options = Options {
+        trace: trace_request(args, grid, threads)?,
+        ..Options::default()
+    };
+    let dump = match &args.dump {
+        Some(what) => Some(Dump::request(
+            args,
+            what,
+            &kernel,
+            key,
+            grid,
+            &stages,
+            &mut options,
+        )?),
+        None => None,
+    };
+
+    outln!(
+        "{} for {key} in the CPU interpreter: case `{}`, {} token(s); grid ({},{},{}) = \
+         (cluster rank, token, head group), {threads} threads a CTA",
+        kernel.name,
+        work.case.name,
+        problem.s_q(),
+        grid[0],
+        grid[1],
+        grid[2]
+    );
+    let run = interpret_kernel(&kernel, problem, true, &options)
+        .map_err(|e| engine_failure(e, &work.command))?;
+    if let Some(at) = args.trace {
+        print_trace(args, at, &run, &kernel, grid)?;
+    }
+    if let Some(dump) = &dump {
+        dump.print(args, &run, &options)?;
+    }
+    report(args, &work, &reference, &run)
+}
+
+/// Options that only mean something beside another.
+fn check_flags(args: &RunArgs) -> Result<(), Failure> {
     if args.stage.is_some() && args.trace.is_none() && args.dump.is_none() {
         return Err(Failure::usage(
             "--stage selects the stages --trace prints or the stage --dump snapshots: give \
@@ -54,90 +111,106 @@ pub fn run(args: &RunArgs) -> Outcome {
              snapshot; `kestrel run KEY --dump ... --stage 3:` for stage 3",
         ));
     }
-    let work = workload(args)?;
-    let key = work.key;
-    let problem = &work.case.problem;
-    let s_q = problem.s_q();
-    let reference = reference(problem).map_err(|e| {
-        Failure::failed(format!(
-            "the f64 reference cannot run case `{}`: {e}",
-            work.case.name
-        ))
-    })?;
-    let kernel = trace(&key, true)?;
-    let grid = key.grid(s_q);
-    let threads = kernel.threads_per_cta();
+    Ok(())
+}
 
-    let mut options = Options::default();
-    if let Some(at) = args.trace {
-        check_block(at.block, grid, "--trace")?;
-        if at.thread >= threads {
-            return Err(Failure::usage(format!(
-                "--trace: thread {} does not exist: a CTA has threads 0..{threads}",
-                at.thread
-            )));
-        }
-        options.trace = Some(TraceRequest {
-            block: at.block,
-            thread: at.thread,
-            // A thread of the decode kernel runs a few thousand instructions: record them
-            // all, so that the stage filter and the count of what is not shown are exact.
-            max_entries: MAX_TRACE_ENTRIES,
-        });
-    }
-    let stages = match &args.stage {
-        Some(text) => matching_stages(&kernel, text)?,
-        None => Vec::new(),
+/// What `--trace` asks the interpreter to record, checked against the grid and the CTA.
+fn trace_request(
+    args: &RunArgs,
+    grid: [u32; 3],
+    threads: u32,
+) -> Result<Option<TraceRequest>, Failure> {
+    let Some(at) = args.trace else {
+        return Ok(None);
     };
-    let cta = args.cta.unwrap_or([0, 0, 0]);
-    let mut dump_base = 0;
-    if let Some(what) = &args.dump {
+    check_block(at.block, grid, "--trace")?;
+    if at.thread >= threads {
+        return Err(Failure::usage(format!(
+            "--trace: thread {} does not exist: a CTA has threads 0..{threads}",
+            at.thread
+        )));
+    }
+    Ok(Some(TraceRequest {
+        block: at.block,
+        thread: at.thread,
+        // A thread of the decode kernel runs a few thousand instructions: record them all,
+        // so that the stage filter and the count of what is not shown are exact.
+        max_entries: MAX_TRACE_ENTRIES,
+    }))
+}
+
+/// Prints the recorded trace of `--trace`'s thread, in the selected stages.
+fn print_trace(
+    args: &RunArgs,
+    at: TraceAt,
+    run: &EngineRun,
+    kernel: &Kernel,
+    grid: [u32; 3],
+) -> Outcome {
+    let [x, y, z] = at.block;
+    let keep = |stage: Option<&str>| {
+        args.stage
+            .as_ref()
+            .is_none_or(|t| stage.is_some_and(|s| s.contains(t.as_str())))
+    };
+    let limit = args.limit.unwrap_or(DEFAULT_TRACE_LIMIT);
+    let (text, hidden) = format_trace(&run.trace, &keep, limit);
+    outln!(
+        "\ntrace of thread {} (warp {}, lane {}) of block ({x},{y},{z}){}:",
+        at.thread,
+        at.thread / 32,
+        at.thread % 32,
+        args.stage
+            .as_ref()
+            .map(|t| format!(", stages containing `{t}`"))
+            .unwrap_or_default()
+    );
+    if text.is_empty() {
+        return Err(Failure::failed(format!(
+            "the thread executed no instruction{}: check the CTA against the grid \
+             ({},{},{}) and the stage against the kernel's stages ({})",
+            if args.stage.is_some() {
+                " in the selected stages"
+            } else {
+                ""
+            },
+            grid[0],
+            grid[1],
+            grid[2],
+            kernel.stages.join(" | ")
+        )));
+    }
+    out!("{text}");
+    if hidden > 0 {
+        outln!("  ... {hidden} more entries not shown; raise --limit (now {limit})");
+    }
+    Ok(())
+}
+
+/// A `--dump` snapshot: of what, in which CTA, at which stages.
+struct Dump<'a> {
+    what: &'a DumpWhat,
+    cta: [u32; 3],
+    stages: &'a [String],
+    /// The buffer's offset in shared memory (0 for tensor memory).
+    base: u32,
+}
+
+impl<'a> Dump<'a> {
+    /// Checks the request and adds a snapshot at each selected stage to `options`.
+    fn request(
+        args: &RunArgs,
+        what: &'a DumpWhat,
+        kernel: &Kernel,
+        key: CompileKey,
+        grid: [u32; 3],
+        stages: &'a [String],
+        options: &mut Options,
+    ) -> Result<Dump<'a>, Failure> {
+        let cta = args.cta.unwrap_or([0, 0, 0]);
         check_block(cta, grid, "--cta")?;
-        let snapshot = match what {
-            DumpWhat::Smem(name) => {
-                let Some(b) = kernel.smem_buffers.iter().find(|b| &b.name == name) else {
-                    let names: Vec<&str> = kernel
-                        .smem_buffers
-                        .iter()
-                        .map(|b| b.name.as_str())
-                        .collect();
-                    return Err(Failure::usage(format!(
-                        "--dump: the kernel for {key} has no shared buffer `{name}`; its \
-                         buffers are {} (`kestrel smem {key}` shows the map)",
-                        names.join(", ")
-                    )));
-                };
-                dump_base = b.offset;
-                SnapshotWhat::Smem {
-                    offset: b.offset,
-                    bytes: b.bytes,
-                }
-            }
-            DumpWhat::Tmem { col0, col1 } => {
-                if key.target != Target::Sm100a {
-                    return Err(Failure::usage(format!(
-                        "--dump tmem: tensor memory exists only on sm100a (tcgen05) keys; {key} \
-                         is for {}, where the MMAs accumulate in registers and the scores go \
-                         to the shared buffer `scores_p`, which P overwrites in stage 4 (try \
-                         --dump smem:scores_p --stage 4: --at start --as f32)",
-                        key.target
-                    )));
-                }
-                if args.as_type == Some(ValueType::Bf16) {
-                    return Err(Failure::usage(
-                        "--dump tmem: tensor-memory cells are 32-bit; use --as f32 (the \
-                         default) or --as u32 (hex)",
-                    ));
-                }
-                SnapshotWhat::Tmem {
-                    lane: 0,
-                    lanes: 128,
-                    col: *col0,
-                    cols: col1 - col0,
-                }
-            }
-        };
-        for stage in &stages {
+        let (snapshot, base) = snapshot_of(args, what, kernel, key)?;
+        for stage in stages {
             options.snapshots.push(SnapshotRequest {
                 block: cta,
                 stage: stage.clone(),
@@ -148,62 +221,17 @@ pub fn run(args: &RunArgs) -> Outcome {
                 what: snapshot.clone(),
             });
         }
+        Ok(Dump {
+            what,
+            cta,
+            stages,
+            base,
+        })
     }
 
-    outln!(
-        "{} for {key} in the CPU interpreter: case `{}`, {s_q} token(s); grid ({},{},{}) = \
-         (cluster rank, token, head group), {threads} threads a CTA",
-        kernel.name,
-        work.case.name,
-        grid[0],
-        grid[1],
-        grid[2]
-    );
-    let run = interpret_kernel(&kernel, problem, true, &options)
-        .map_err(|e| engine_failure(e, &work.command))?;
-
-    if let Some(at) = args.trace {
-        let [x, y, z] = at.block;
-        let keep = |stage: Option<&str>| {
-            args.stage
-                .as_ref()
-                .is_none_or(|t| stage.is_some_and(|s| s.contains(t.as_str())))
-        };
-        let limit = args.limit.unwrap_or(DEFAULT_TRACE_LIMIT);
-        let (text, hidden) = format_trace(&run.trace, &keep, limit);
-        outln!(
-            "\ntrace of thread {} (warp {}, lane {}) of block ({x},{y},{z}){}:",
-            at.thread,
-            at.thread / 32,
-            at.thread % 32,
-            args.stage
-                .as_ref()
-                .map(|t| format!(", stages containing `{t}`"))
-                .unwrap_or_default()
-        );
-        if text.is_empty() {
-            return Err(Failure::failed(format!(
-                "the thread executed no instruction{}: check the CTA against the grid \
-                 ({},{},{}) and the stage against the kernel's stages ({})",
-                if args.stage.is_some() {
-                    " in the selected stages"
-                } else {
-                    ""
-                },
-                grid[0],
-                grid[1],
-                grid[2],
-                kernel.stages.join(" | ")
-            )));
-        }
-        out!("{text}");
-        if hidden > 0 {
-            outln!("  ... {hidden} more entries not shown; raise --limit (now {limit})");
-        }
-    }
-
-    if let Some(what) = &args.dump {
-        let [x, y, z] = cta;
+    /// Prints every snapshot the run took.
+    fn print(&self, args: &RunArgs, run: &EngineRun, options: &Options) -> Outcome {
+        let [x, y, z] = self.cta;
         let at = match args.at {
             At::Start => "start",
             At::End => "end",
@@ -213,33 +241,12 @@ pub fn run(args: &RunArgs) -> Outcome {
                 "no snapshot was taken: no warp of block ({x},{y},{z}) reached the {at} of {}. \
                  A CTA skips stages 3-6 when its KV tile has no valid row; try another \
                  --cta or --stage",
-                quoted(&stages)
+                quoted(self.stages)
             )));
         }
         for snap in &run.snapshots {
             let stage = &options.snapshots[snap.request].stage;
-            let limit = args.limit.unwrap_or(usize::MAX);
-            let (title, (text, hidden)) = match (&snap.data, what) {
-                (SnapshotData::Smem(bytes), DumpWhat::Smem(name)) => (
-                    format!(
-                        "shared buffer `{name}` ({} bytes from offset {dump_base:#x})",
-                        bytes.len()
-                    ),
-                    format_smem(bytes, dump_base, args.as_type, limit),
-                ),
-                (SnapshotData::Tmem(lanes), DumpWhat::Tmem { col0, col1 }) => (
-                    format!(
-                        "tensor memory columns {col0}..{col1}, lanes 0..128 ({})",
-                        if args.as_type == Some(ValueType::U32) {
-                            "32-bit words"
-                        } else {
-                            "f32"
-                        }
-                    ),
-                    format_tmem(lanes, *col0, args.as_type == Some(ValueType::U32), limit),
-                ),
-                _ => unreachable!("snapshots are of what was requested"),
-            };
+            let (title, (text, hidden)) = self.format(args, &snap.data);
             outln!(
                 "\n{title} of block ({x},{y},{z}) at the {at} of stage `{stage}` (taken by warp {}):",
                 snap.warp
@@ -249,12 +256,103 @@ pub fn run(args: &RunArgs) -> Outcome {
                 outln!("  ... {hidden} more rows not shown; raise --limit");
             }
         }
+        Ok(())
     }
 
-    let report = compare(&reference, &run.out, run.precast.as_deref());
+    /// A snapshot's title and its rows (with the count of rows `--limit` left out).
+    fn format(&self, args: &RunArgs, data: &SnapshotData) -> (String, (String, usize)) {
+        let limit = args.limit.unwrap_or(usize::MAX);
+        let base = self.base;
+        match (data, self.what) {
+            (SnapshotData::Smem(bytes), DumpWhat::Smem(name)) => (
+                format!(
+                    "shared buffer `{name}` ({} bytes from offset {base:#x})",
+                    bytes.len()
+                ),
+                format_smem(bytes, base, args.as_type, limit),
+            ),
+            (SnapshotData::Tmem(lanes), DumpWhat::Tmem { col0, col1 }) => (
+                format!(
+                    "tensor memory columns {col0}..{col1}, lanes 0..128 ({})",
+                    if args.as_type == Some(ValueType::U32) {
+                        "32-bit words"
+                    } else {
+                        "f32"
+                    }
+                ),
+                format_tmem(lanes, *col0, args.as_type == Some(ValueType::U32), limit),
+            ),
+            _ => unreachable!("snapshots are of what was requested"),
+        }
+    }
+}
+
+/// The memory `--dump` copies, and the shared buffer's offset (0 for tensor memory).
+fn snapshot_of(
+    args: &RunArgs,
+    what: &DumpWhat,
+    kernel: &Kernel,
+    key: CompileKey,
+) -> Result<(SnapshotWhat, u32), Failure> {
+    match what {
+        DumpWhat::Smem(name) => {
+            let Some(b) = kernel.smem_buffers.iter().find(|b| &b.name == name) else {
+                let names: Vec<&str> = kernel
+                    .smem_buffers
+                    .iter()
+                    .map(|b| b.name.as_str())
+                    .collect();
+                return Err(Failure::usage(format!(
+                    "--dump: the kernel for {key} has no shared buffer `{name}`; its \
+                     buffers are {} (`kestrel smem {key}` shows the map)",
+                    names.join(", ")
+                )));
+            };
+            let snapshot = SnapshotWhat::Smem {
+                offset: b.offset,
+                bytes: b.bytes,
+            };
+            Ok((snapshot, b.offset))
+        }
+        DumpWhat::Tmem { col0, col1 } => {
+            if key.target != Target::Sm100a {
+                return Err(Failure::usage(format!(
+                    "--dump tmem: tensor memory exists only on sm100a (tcgen05) keys; {key} \
+                     is for {}, where the MMAs accumulate in registers and the scores go \
+                     to the shared buffer `scores_p`, which P overwrites in stage 4 (try \
+                     --dump smem:scores_p --stage 4: --at start --as f32)",
+                    key.target
+                )));
+            }
+            if args.as_type == Some(ValueType::Bf16) {
+                return Err(Failure::usage(
+                    "--dump tmem: tensor-memory cells are 32-bit; use --as f32 (the \
+                     default) or --as u32 (hex)",
+                ));
+            }
+            let snapshot = SnapshotWhat::Tmem {
+                lane: 0,
+                lanes: 128,
+                col: *col0,
+                cols: col1 - col0,
+            };
+            Ok((snapshot, 0))
+        }
+    }
+}
+
+/// The numerics check against the f64 reference (and the case file's expected outputs),
+/// the outputs to `--write-output`, and the interpreter's speed.
+fn report(
+    args: &RunArgs,
+    work: &Workload,
+    reference: &ReferenceOutput,
+    run: &EngineRun,
+) -> Outcome {
+    let report = compare(reference, &run.out, run.precast.as_deref());
     outln!("\n{}", report.to_string().trim_end());
     if let Some(path) = &args.write_output {
-        let precast = run.precast.as_deref().map(|p| (p, key.heads));
+        let precast = run.precast.as_deref().map(|p| (p, work.key.heads));
         case_file::write_outputs(path, &run.out, precast).map_err(|e| {
             Failure::failed(format!(
                 "could not write the outputs: {e}; check that the directory exists"
@@ -266,19 +364,7 @@ pub fn run(args: &RunArgs) -> Outcome {
         );
     }
     if let Some(expected) = &work.expected {
-        if expected.out.layout == run.out.layout
-            && expected.out.data.len() == run.out.data.len()
-            && expected.out.scale.len() == run.out.scale.len()
-            && expected.o.len() == reference.o.len()
-        {
-            let against_file = compare(expected, &run.out, run.precast.as_deref());
-            outln!(
-                "against the case file's expected outputs (for information):\n{}",
-                against_file.to_string().trim_end()
-            );
-        } else {
-            outln!("the case file's expected outputs have another shape: not compared");
-        }
+        compare_with_expected(expected, reference, run);
     }
     let lane_instructions = run.lane_instructions.unwrap_or(0);
     outln!(
@@ -295,6 +381,23 @@ pub fn run(args: &RunArgs) -> Outcome {
         )));
     }
     Ok(())
+}
+
+/// The case file's expected outputs against the run, for information.
+fn compare_with_expected(expected: &ReferenceOutput, reference: &ReferenceOutput, run: &EngineRun) {
+    if expected.out.layout == run.out.layout
+        && expected.out.data.len() == run.out.data.len()
+        && expected.out.scale.len() == run.out.scale.len()
+        && expected.o.len() == reference.o.len()
+    {
+        let against_file = compare(expected, &run.out, run.precast.as_deref());
+        outln!(
+            "against the case file's expected outputs (for information):\n{}",
+            against_file.to_string().trim_end()
+        );
+    } else {
+        outln!("the case file's expected outputs have another shape: not compared");
+    }
 }
 
 /// The case to run: from the file, or generated for the key.
