@@ -614,6 +614,44 @@ impl DecodeArgs {
     /// the tensor and says what is expected.
     pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
         check_softmax_scale(self.softmax_scale)?;
+        let tokens = self.check_q_and_heads()?;
+        let (swa_page, _, swa_width) = check_list(
+            ["swa_cache", "swa_idx", "swa_len"],
+            &self.swa_cache,
+            &self.swa_idx,
+            &self.swa_len,
+            tokens,
+            &[FP8_RECORD],
+        )?;
+        let (extra_page, extra_record, extra_width) = check_list(
+            ["extra_cache", "extra_idx", "extra_len"],
+            &self.extra_cache,
+            &self.extra_idx,
+            &self.extra_len,
+            tokens,
+            &[FP8_RECORD, FP4_RECORD],
+        )?;
+
+        self.check_rope(tokens)?;
+        let sink = check_kind("sink", &self.sink, &[ElemTy::F32], 1)?;
+        check_at_least("sink", "its length", sink[0], self.heads)?;
+        check_align("sink", "the base address", self.sink.ptr, 4)?;
+        self.check_outputs(tokens)?;
+
+        let shape = LayerShape {
+            heads: self.heads,
+            swa_width,
+            extra_width,
+            extra_record_bytes: extra_record,
+            swa_page,
+            extra_page,
+        };
+        let key = dispatch(&shape, tokens, target)?;
+        Ok(CheckedCall { key, tokens, shape })
+    }
+
+    /// `q`, and the head count it must hold; returns the tokens.
+    fn check_q_and_heads(&self) -> Result<usize, DecodeError> {
         let q = check_query(&self.q)?;
         let (tokens, padded_heads) = (q[0], q[2]);
         check_heads(self.heads)?;
@@ -650,23 +688,11 @@ impl DecodeArgs {
             16,
         )?;
 
-        let (swa_page, _, swa_width) = check_list(
-            ["swa_cache", "swa_idx", "swa_len"],
-            &self.swa_cache,
-            &self.swa_idx,
-            &self.swa_len,
-            tokens,
-            &[FP8_RECORD],
-        )?;
-        let (extra_page, extra_record, extra_width) = check_list(
-            ["extra_cache", "extra_idx", "extra_len"],
-            &self.extra_cache,
-            &self.extra_idx,
-            &self.extra_len,
-            tokens,
-            &[FP8_RECORD, FP4_RECORD],
-        )?;
+        Ok(tokens)
+    }
 
+    /// `positions` and the `cos_sin` table they index.
+    fn check_rope(&self, tokens: usize) -> Result<(), DecodeError> {
         let positions = check_kind("positions", &self.positions, &[ElemTy::I64], 1)?;
         check_at_least("positions", "its length", positions[0], tokens)?;
         check_align("positions", "the base address", self.positions.ptr, 8)?;
@@ -702,10 +728,12 @@ impl DecodeArgs {
             4 * self.cos_sin.strides[0] as u64,
             16,
         )?;
-        let sink = check_kind("sink", &self.sink, &[ElemTy::F32], 1)?;
-        check_at_least("sink", "its length", sink[0], self.heads)?;
-        check_align("sink", "the base address", self.sink.ptr, 4)?;
+        Ok(())
+    }
 
+    /// `out_data` and `out_scale`: their shapes, strides and alignment, and that no
+    /// element the kernel writes aliases another or any input.
+    fn check_outputs(&self, tokens: usize) -> Result<(), DecodeError> {
         let groups_needed = self.heads / WV_GROUP_SIZE;
         let out = check_kind("out_data", &self.out_data, &[ElemTy::E4m3, ElemTy::U8], 3)?;
         check_equal("out_data", "tokens (dim 0)", out[0], tokens)?;
@@ -742,17 +770,7 @@ impl DecodeArgs {
             ),
         ];
         check_disjoint(&outputs, &self.input_spans())?;
-
-        let shape = LayerShape {
-            heads: self.heads,
-            swa_width,
-            extra_width,
-            extra_record_bytes: extra_record,
-            swa_page,
-            extra_page,
-        };
-        let key = dispatch(&shape, tokens, target)?;
-        Ok(CheckedCall { key, tokens, shape })
+        Ok(())
     }
 
     /// [`DecodeArgs::check`] for the debug entry point, which also writes `precast`
