@@ -6,10 +6,9 @@
 
 use std::fmt;
 
-use super::canonical::{self, CanonicalOperand, DescriptorFields, Major, matrix_descriptor_encode};
-use super::composed::ComposedLayout;
+use super::canonical::Major;
+use super::smem_desc::{DescFormat, SmemDesc};
 use super::swizzle::Swizzle;
-use super::umma_desc::{check_base_offset, check_field, field_bytes};
 use super::{LayoutError, LayoutErrorKind, err};
 
 /// The swizzle field of an sm_90 shared-memory descriptor (bits 62-63). Code `v` here is
@@ -70,132 +69,48 @@ impl GmmaLayoutType {
     }
 }
 
-/// The sm_90 (wgmma) shared-memory matrix descriptor, a 64-bit value:
+/// The sm_90 (wgmma) shared-memory matrix descriptor, a 64-bit value: the fields of
+/// [`SmemDesc`] and
 ///
 /// | bits  | field |
 /// |-------|-------|
-/// | 0-13  | start address >> 4 (shared::cta byte address, 16-byte aligned) |
-/// | 16-29 | leading dimension byte offset (LBO) >> 4 |
-/// | 32-45 | stride dimension byte offset (SBO) >> 4 |
-/// | 49-51 | base offset (swizzle pattern phase; 0 for pattern-aligned operands) |
 /// | 62-63 | layout type: see [`GmmaLayoutType`] |
 ///
 /// All other bits are 0; in particular bit 46, which the sm_100 format sets.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GmmaSmemDesc {
-    start_address: u32,
-    leading_byte_offset: u32,
-    stride_byte_offset: u32,
-    base_offset: u8,
+pub type GmmaSmemDesc = SmemDesc<GmmaFormat>;
+
+/// The sm_90 descriptor's own field: its layout type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct GmmaFormat {
     layout_type: GmmaLayoutType,
 }
 
-impl GmmaSmemDesc {
-    /// A descriptor with zero addresses and offsets and the given layout type.
-    pub fn new(layout_type: GmmaLayoutType) -> GmmaSmemDesc {
-        GmmaSmemDesc {
-            start_address: 0,
-            leading_byte_offset: 0,
-            stride_byte_offset: 0,
-            base_offset: 0,
-            layout_type,
-        }
+impl DescFormat for GmmaFormat {
+    type LayoutType = GmmaLayoutType;
+    const NAME: &'static str = "GmmaSmemDesc";
+
+    fn with_layout(layout_type: GmmaLayoutType) -> Self {
+        GmmaFormat { layout_type }
     }
 
-    /// The descriptor of the first MMA block of a canonical operand tile; see
-    /// [`super::UmmaSmemDesc::for_layout`].
-    pub fn for_layout(tile: &ComposedLayout) -> Result<GmmaSmemDesc, LayoutError> {
-        GmmaSmemDesc::for_operand(&canonical::recognise(tile)?)
-    }
-
-    /// The descriptor of a recognised operand's MMA block at `(0, 0)`.
-    pub fn for_operand(op: &CanonicalOperand) -> Result<GmmaSmemDesc, LayoutError> {
-        GmmaSmemDesc::new(GmmaLayoutType::from_swizzle(op.swizzle())?)
-            .with_start_address(op.block_start(0, 0)?)?
-            .with_leading_byte_offset(op.leading_byte_offset())?
-            .with_stride_byte_offset(op.stride_byte_offset())
-    }
-
-    /// Bits 0-13: the shared::cta byte address of the operand's first element, a multiple of
-    /// 16 below 2^18.
-    pub fn with_start_address(self, bytes: u32) -> Result<GmmaSmemDesc, LayoutError> {
-        Ok(GmmaSmemDesc {
-            start_address: check_field("start address", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 16-29: LBO in bytes, a multiple of 16 below 2^18.
-    pub fn with_leading_byte_offset(self, bytes: u32) -> Result<GmmaSmemDesc, LayoutError> {
-        Ok(GmmaSmemDesc {
-            leading_byte_offset: check_field("leading byte offset", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 32-45: SBO in bytes, a multiple of 16 below 2^18.
-    pub fn with_stride_byte_offset(self, bytes: u32) -> Result<GmmaSmemDesc, LayoutError> {
-        Ok(GmmaSmemDesc {
-            stride_byte_offset: check_field("stride byte offset", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 49-51: base offset, 0..=7.
-    pub fn with_base_offset(self, base_offset: u8) -> Result<GmmaSmemDesc, LayoutError> {
-        Ok(GmmaSmemDesc {
-            base_offset: check_base_offset(base_offset)?,
-            ..self
-        })
-    }
-
-    /// Bits 62-63.
-    pub fn with_layout_type(self, layout_type: GmmaLayoutType) -> GmmaSmemDesc {
-        GmmaSmemDesc {
-            layout_type,
-            ..self
-        }
-    }
-
-    /// Start address in bytes.
-    pub fn start_address(&self) -> u32 {
-        self.start_address
-    }
-
-    /// LBO in bytes.
-    pub fn leading_byte_offset(&self) -> u32 {
-        self.leading_byte_offset
-    }
-
-    /// SBO in bytes.
-    pub fn stride_byte_offset(&self) -> u32 {
-        self.stride_byte_offset
-    }
-
-    pub fn base_offset(&self) -> u8 {
-        self.base_offset
-    }
-
-    pub fn layout_type(&self) -> GmmaLayoutType {
+    fn layout_type(&self) -> GmmaLayoutType {
         self.layout_type
     }
 
-    /// The 64-bit descriptor.
-    pub fn bits(&self) -> u64 {
-        self.bits_without_start_address() | matrix_descriptor_encode(self.start_address)
+    fn set_layout_type(self, layout_type: GmmaLayoutType) -> Self {
+        GmmaFormat { layout_type }
     }
 
-    /// Every bit except the start address, for ORing in a runtime address.
-    pub fn bits_without_start_address(&self) -> u64 {
-        matrix_descriptor_encode(self.leading_byte_offset) << 16
-            | matrix_descriptor_encode(self.stride_byte_offset) << 32
-            | u64::from(self.base_offset) << 49
-            | self.layout_type.code() << 62
+    fn layout_type_of(swizzle: Swizzle) -> Result<GmmaLayoutType, LayoutError> {
+        GmmaLayoutType::from_swizzle(swizzle)
     }
 
-    /// Decodes descriptor bits, rejecting set unused bits (bit 46 set means an sm_100
-    /// descriptor was given to wgmma).
-    pub fn from_bits(bits: u64) -> Result<GmmaSmemDesc, LayoutError> {
+    fn bits(&self) -> u64 {
+        self.layout_type.code() << 62
+    }
+
+    /// Rejects set unused bits (bit 46 set means an sm_100 descriptor was given to wgmma).
+    fn decode(bits: u64) -> Result<Self, LayoutError> {
         if bits >> 46 & 1 == 1 {
             return err(
                 LayoutErrorKind::InvalidEncoding,
@@ -215,59 +130,19 @@ impl GmmaSmemDesc {
                 ),
             );
         }
-        Ok(GmmaSmemDesc {
-            start_address: field_bytes(bits, 0),
-            leading_byte_offset: field_bytes(bits, 16),
-            stride_byte_offset: field_bytes(bits, 32),
-            base_offset: (bits >> 49 & 0b111) as u8,
+        Ok(GmmaFormat {
             layout_type: GmmaLayoutType::from_code(bits >> 62),
         })
     }
 
-    /// The layout wgmma reads through this descriptor for an `[mn, k]` operand of
-    /// `elem_bytes` elements stored `major` (from `imm-trans-a`/`imm-trans-b`); see
-    /// [`super::UmmaSmemDesc::operand_layout`].
-    pub fn operand_layout(
-        &self,
-        major: Major,
-        mn: i64,
-        k: i64,
-        elem_bytes: u32,
-    ) -> Result<ComposedLayout, LayoutError> {
-        let context = || format!("decoding {self:?}");
-        if self.base_offset != 0 {
-            return err(
-                LayoutErrorKind::Unsupported,
-                format!(
-                    "{}: base offset {} is not modelled (operands must start on swizzle-pattern \
-                     boundaries)",
-                    context(),
-                    self.base_offset
-                ),
-            );
-        }
-        let fields = DescriptorFields {
-            swizzle: self.layout_type.swizzle(),
-            start_address: self.start_address,
-            leading_byte_offset: self.leading_byte_offset,
-            stride_byte_offset: self.stride_byte_offset,
-        };
-        canonical::hardware_layout(&fields, major, mn, k, elem_bytes)
-            .map_err(|e| e.context(context()))
+    fn hardware_swizzle(&self) -> Result<Swizzle, LayoutError> {
+        Ok(self.layout_type.swizzle())
     }
-}
 
-impl fmt::Debug for GmmaSmemDesc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn fmt_rest(&self, base_offset: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "GmmaSmemDesc {{ bits: {:#018x}, start_address: {:#x}, leading_byte_offset: {}, \
-             stride_byte_offset: {}, base_offset: {}, layout_type: {:?} }}",
-            self.bits(),
-            self.start_address,
-            self.leading_byte_offset,
-            self.stride_byte_offset,
-            self.base_offset,
+            ", base_offset: {base_offset}, layout_type: {:?} }}",
             self.layout_type
         )
     }

@@ -64,19 +64,23 @@ pub mod fragment;
 mod gmma_desc;
 mod int;
 mod int_tuple;
+mod smem_desc;
 mod swizzle;
 mod umma_desc;
 
 pub use algebra::Layout;
 pub use canonical::{CanonicalOperand, Major};
 pub use composed::ComposedLayout;
-pub use gmma_desc::{GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulator, WgmmaInput, WgmmaInstr};
+pub use gmma_desc::{
+    GmmaFormat, GmmaLayoutType, GmmaSmemDesc, WgmmaAccumulator, WgmmaInput, WgmmaInstr,
+};
 pub(crate) use int::Affine;
 pub use int::{DynInt, Int, StaticOnly};
 pub use int_tuple::IntTuple;
+pub use smem_desc::{DescFormat, SmemDesc};
 pub use swizzle::Swizzle;
 pub use umma_desc::{
-    LboMode, UmmaAccumulator, UmmaInput, UmmaInstrDesc, UmmaLayoutType, UmmaSmemDesc,
+    LboMode, UmmaAccumulator, UmmaFormat, UmmaInput, UmmaInstrDesc, UmmaLayoutType, UmmaSmemDesc,
 };
 
 use std::fmt;

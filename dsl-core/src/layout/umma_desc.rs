@@ -6,8 +6,8 @@
 
 use std::fmt;
 
-use super::canonical::{self, CanonicalOperand, DescriptorFields, Major, matrix_descriptor_encode};
-use super::composed::ComposedLayout;
+use super::canonical::Major;
+use super::smem_desc::{DescFormat, SmemDesc};
 use super::swizzle::Swizzle;
 use super::{LayoutError, LayoutErrorKind, err};
 
@@ -107,26 +107,20 @@ pub enum LboMode {
     Absolute,
 }
 
-/// The sm_100 (tcgen05) shared-memory matrix descriptor, a 64-bit value:
+/// The sm_100 (tcgen05) shared-memory matrix descriptor, a 64-bit value: the fields of
+/// [`SmemDesc`] and
 ///
 /// | bits  | field |
 /// |-------|-------|
-/// | 0-13  | start address >> 4 (shared::cta byte address, 16-byte aligned) |
-/// | 16-29 | leading dimension byte offset (LBO) >> 4 |
-/// | 32-45 | stride dimension byte offset (SBO) >> 4 |
 /// | 46-48 | fixed 0b001 (CUTLASS `version_ = 1`) |
-/// | 49-51 | base offset (swizzle pattern phase; 0 for pattern-aligned operands) |
 /// | 52    | LBO mode: 0 relative, 1 absolute |
 /// | 53-60 | 0 |
 /// | 61-63 | layout type: see [`UmmaLayoutType`] |
-///
-/// Bits 14-15 and 30-31 are unused and kept 0.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UmmaSmemDesc {
-    start_address: u32,
-    leading_byte_offset: u32,
-    stride_byte_offset: u32,
-    base_offset: u8,
+pub type UmmaSmemDesc = SmemDesc<UmmaFormat>;
+
+/// The sm_100 descriptor's own fields: its LBO mode and layout type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct UmmaFormat {
     lbo_mode: LboMode,
     layout_type: UmmaLayoutType,
 }
@@ -134,128 +128,41 @@ pub struct UmmaSmemDesc {
 /// Bits 46-48 of every sm_100 descriptor.
 const SM100_FIXED_BITS: u64 = 1 << 46;
 
-impl UmmaSmemDesc {
-    /// A descriptor with zero addresses and offsets and the given layout type.
-    pub fn new(layout_type: UmmaLayoutType) -> UmmaSmemDesc {
-        UmmaSmemDesc {
-            start_address: 0,
-            leading_byte_offset: 0,
-            stride_byte_offset: 0,
-            base_offset: 0,
+impl DescFormat for UmmaFormat {
+    type LayoutType = UmmaLayoutType;
+    const NAME: &'static str = "UmmaSmemDesc";
+
+    fn with_layout(layout_type: UmmaLayoutType) -> Self {
+        UmmaFormat {
             lbo_mode: LboMode::Relative,
             layout_type,
         }
     }
 
-    /// The descriptor of the first MMA block of a canonical operand tile (start address =
-    /// the tile's offset from its aligned base, LBO/SBO/layout type from the layout, base
-    /// offset 0). Fails with the expected form if the tile is not canonical.
-    pub fn for_layout(tile: &ComposedLayout) -> Result<UmmaSmemDesc, LayoutError> {
-        UmmaSmemDesc::for_operand(&canonical::recognise(tile)?)
+    fn layout_type(&self) -> UmmaLayoutType {
+        self.layout_type
     }
 
-    /// The descriptor of a recognised operand's MMA block at `(0, 0)`; move it to another
-    /// block with `with_start_address(op.block_start(mn0, k0)?)`.
-    pub fn for_operand(op: &CanonicalOperand) -> Result<UmmaSmemDesc, LayoutError> {
-        UmmaSmemDesc::new(UmmaLayoutType::from_swizzle(op.swizzle())?)
-            .with_start_address(op.block_start(0, 0)?)?
-            .with_leading_byte_offset(op.leading_byte_offset())?
-            .with_stride_byte_offset(op.stride_byte_offset())
-    }
-
-    /// Bits 0-13: the shared::cta byte address of the operand's first element (before
-    /// swizzling), a multiple of 16 below 2^18.
-    pub fn with_start_address(self, bytes: u32) -> Result<UmmaSmemDesc, LayoutError> {
-        Ok(UmmaSmemDesc {
-            start_address: check_field("start address", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 16-29: LBO in bytes, a multiple of 16 below 2^18.
-    pub fn with_leading_byte_offset(self, bytes: u32) -> Result<UmmaSmemDesc, LayoutError> {
-        Ok(UmmaSmemDesc {
-            leading_byte_offset: check_field("leading byte offset", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 32-45: SBO in bytes, a multiple of 16 below 2^18.
-    pub fn with_stride_byte_offset(self, bytes: u32) -> Result<UmmaSmemDesc, LayoutError> {
-        Ok(UmmaSmemDesc {
-            stride_byte_offset: check_field("stride byte offset", bytes)?,
-            ..self
-        })
-    }
-
-    /// Bits 49-51: base offset, 0..=7 (PTX: `(pattern start address >> 7) & 7` when the
-    /// swizzle pattern does not start on its natural boundary).
-    pub fn with_base_offset(self, base_offset: u8) -> Result<UmmaSmemDesc, LayoutError> {
-        Ok(UmmaSmemDesc {
-            base_offset: check_base_offset(base_offset)?,
-            ..self
-        })
-    }
-
-    /// Bit 52.
-    pub fn with_lbo_mode(self, lbo_mode: LboMode) -> UmmaSmemDesc {
-        UmmaSmemDesc { lbo_mode, ..self }
-    }
-
-    /// Bits 61-63.
-    pub fn with_layout_type(self, layout_type: UmmaLayoutType) -> UmmaSmemDesc {
-        UmmaSmemDesc {
+    fn set_layout_type(self, layout_type: UmmaLayoutType) -> Self {
+        UmmaFormat {
             layout_type,
             ..self
         }
     }
 
-    /// Start address in bytes.
-    pub fn start_address(&self) -> u32 {
-        self.start_address
+    fn layout_type_of(swizzle: Swizzle) -> Result<UmmaLayoutType, LayoutError> {
+        UmmaLayoutType::from_swizzle(swizzle)
     }
 
-    /// LBO in bytes.
-    pub fn leading_byte_offset(&self) -> u32 {
-        self.leading_byte_offset
-    }
-
-    /// SBO in bytes.
-    pub fn stride_byte_offset(&self) -> u32 {
-        self.stride_byte_offset
-    }
-
-    pub fn base_offset(&self) -> u8 {
-        self.base_offset
-    }
-
-    pub fn lbo_mode(&self) -> LboMode {
-        self.lbo_mode
-    }
-
-    pub fn layout_type(&self) -> UmmaLayoutType {
-        self.layout_type
-    }
-
-    /// The 64-bit descriptor.
-    pub fn bits(&self) -> u64 {
-        self.bits_without_start_address() | matrix_descriptor_encode(self.start_address)
-    }
-
-    /// Every bit except the start address: the static part the DSL ORs a runtime
-    /// `matrix_descriptor_encode(address)` into.
-    pub fn bits_without_start_address(&self) -> u64 {
-        matrix_descriptor_encode(self.leading_byte_offset) << 16
-            | matrix_descriptor_encode(self.stride_byte_offset) << 32
-            | SM100_FIXED_BITS
-            | u64::from(self.base_offset) << 49
+    fn bits(&self) -> u64 {
+        SM100_FIXED_BITS
             | u64::from(self.lbo_mode == LboMode::Absolute) << 52
             | self.layout_type.code() << 61
     }
 
-    /// Decodes descriptor bits, rejecting set unused bits, a wrong fixed field (46-48 must
-    /// be 0b001) and invalid layout types.
-    pub fn from_bits(bits: u64) -> Result<UmmaSmemDesc, LayoutError> {
+    /// Rejects set unused bits, a wrong fixed field (46-48 must be 0b001) and invalid
+    /// layout types.
+    fn decode(bits: u64) -> Result<Self, LayoutError> {
         let invalid = |what: String| {
             err(
                 LayoutErrorKind::InvalidEncoding,
@@ -277,11 +184,7 @@ impl UmmaSmemDesc {
         }
         let layout_type = UmmaLayoutType::from_code(bits >> 61)
             .map_err(|e| e.context(format!("sm_100 shared-memory descriptor {bits:#018x}")))?;
-        Ok(UmmaSmemDesc {
-            start_address: field_bytes(bits, 0),
-            leading_byte_offset: field_bytes(bits, 16),
-            stride_byte_offset: field_bytes(bits, 32),
-            base_offset: (bits >> 49 & 0b111) as u8,
+        Ok(UmmaFormat {
             lbo_mode: if bits >> 52 & 1 == 1 {
                 LboMode::Absolute
             } else {
@@ -291,94 +194,39 @@ impl UmmaSmemDesc {
         })
     }
 
-    /// The layout the hardware reads through this descriptor for an `[mn, k]` operand of
-    /// `elem_bytes` elements stored `major` (from the instruction descriptor's transpose
-    /// bit): byte offsets are shared::cta addresses. (The interpreter decodes descriptors on
-    /// its own, so that it does not share this module's mistakes.) Base offsets other than 0,
-    /// absolute LBO mode and `SWIZZLE_128B_BASE32B` are not modelled and give an error.
-    pub fn operand_layout(
-        &self,
-        major: Major,
-        mn: i64,
-        k: i64,
-        elem_bytes: u32,
-    ) -> Result<ComposedLayout, LayoutError> {
-        let context = || format!("decoding {self:?}");
-        if self.base_offset != 0 {
-            return err(
-                LayoutErrorKind::Unsupported,
-                format!(
-                    "{}: base offset {} is not modelled (operands must start on swizzle-pattern \
-                     boundaries)",
-                    context(),
-                    self.base_offset
-                ),
-            );
-        }
+    /// Absolute LBO mode and `SWIZZLE_128B_BASE32B` are not modelled.
+    fn hardware_swizzle(&self) -> Result<Swizzle, LayoutError> {
         if self.lbo_mode == LboMode::Absolute {
             return err(
                 LayoutErrorKind::Unsupported,
-                format!("{}: absolute LBO mode is not modelled", context()),
+                "absolute LBO mode is not modelled",
             );
         }
-        let fields = DescriptorFields {
-            swizzle: self
-                .layout_type
-                .swizzle()
-                .map_err(|e| e.context(context()))?,
-            start_address: self.start_address,
-            leading_byte_offset: self.leading_byte_offset,
-            stride_byte_offset: self.stride_byte_offset,
-        };
-        canonical::hardware_layout(&fields, major, mn, k, elem_bytes)
-            .map_err(|e| e.context(context()))
+        self.layout_type.swizzle()
     }
-}
 
-/// Bytes of the 14-bit field at `shift`.
-pub(crate) fn field_bytes(bits: u64, shift: u32) -> u32 {
-    ((bits >> shift & 0x3FFF) << 4) as u32
-}
-
-/// A byte address or offset that a 14-bit, 16-byte-unit field holds exactly.
-pub(crate) fn check_field(name: &str, bytes: u32) -> Result<u32, LayoutError> {
-    if bytes % 16 != 0 || bytes >= 1 << 18 {
-        return err(
-            LayoutErrorKind::InvalidEncoding,
-            format!(
-                "descriptor {name} {bytes:#x}: expected a multiple of 16 below 0x40000 (14 bits \
-                 of 16-byte units)"
-            ),
-        );
-    }
-    Ok(bytes)
-}
-
-pub(crate) fn check_base_offset(base_offset: u8) -> Result<u8, LayoutError> {
-    if base_offset > 7 {
-        return err(
-            LayoutErrorKind::InvalidEncoding,
-            format!("descriptor base offset {base_offset}: expected 0..=7 (3 bits)"),
-        );
-    }
-    Ok(base_offset)
-}
-
-impl fmt::Debug for UmmaSmemDesc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn fmt_rest(&self, base_offset: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "UmmaSmemDesc {{ bits: {:#018x}, start_address: {:#x}, leading_byte_offset: {}, \
-             stride_byte_offset: {}, version: 1, base_offset: {}, lbo_mode: {:?}, layout_type: \
-             {} }}",
-            self.bits(),
-            self.start_address,
-            self.leading_byte_offset,
-            self.stride_byte_offset,
-            self.base_offset,
+            ", version: 1, base_offset: {base_offset}, lbo_mode: {:?}, layout_type: {} }}",
             self.lbo_mode,
             self.layout_type.name()
         )
+    }
+}
+
+impl SmemDesc<UmmaFormat> {
+    /// Bit 52.
+    pub fn with_lbo_mode(self, lbo_mode: LboMode) -> UmmaSmemDesc {
+        let format = UmmaFormat {
+            lbo_mode,
+            ..*self.format()
+        };
+        self.with_format(format)
+    }
+
+    pub fn lbo_mode(&self) -> LboMode {
+        self.format().lbo_mode
     }
 }
 
