@@ -416,8 +416,9 @@ impl WgmmaThread {
         let accumulate = accumulate.into();
         let k_steps = b.shape().map_or(0, |(_, k)| k / 16);
         let half = (t.n / 2) as usize;
-        // Only a whole tile picks this warpgroup's rows per MMA.
-        let group = matches!(a, WgmmaOperandA::Smem(_)).then(|| self.thread >> 7u32);
+        // Only a whole tile over several warpgroups picks this warpgroup's rows per MMA.
+        let group =
+            (matches!(a, WgmmaOperandA::Smem(_)) && t.warpgroups > 1).then(|| self.thread >> 7u32);
         for nr in 0..t.n_reps() {
             for mr in 0..t.m_reps() {
                 let first = (mr + t.m_reps() * nr) as usize * half;
@@ -427,9 +428,12 @@ impl WgmmaThread {
                     let scale = first_step_scale(ks, &steps, accumulate);
                     match (t.a, a) {
                         (WgmmaA::Smem(atom), WgmmaOperandA::Smem(a)) => {
-                            let rows = group.expect("an SS A") * a.block_offset(64, 0);
                             let mn0 = 64 * i64::from(t.warpgroups) * mr;
-                            atom.mma(&frag, a.at_mn(mn0).plus(rows), b_block, ks, scale);
+                            let block = match group {
+                                Some(group) => a.at_mn(mn0).plus(group * a.block_offset(64, 0)),
+                                None => a.at_mn(mn0),
+                            };
+                            atom.mma(&frag, block, b_block, ks, scale);
                         }
                         (WgmmaA::Smem(atom), WgmmaOperandA::SmemOwnRows(a)) => {
                             atom.mma(&frag, a.at_mn(0), b_block, ks, scale);
