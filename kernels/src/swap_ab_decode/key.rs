@@ -51,7 +51,8 @@ pub enum Schedule {
     /// steps with too few tokens to fill the GPU.
     Split { extra_rows: usize },
     /// A cluster of `ctas` CTAs per token and group of 16 heads: each streams every
-    /// `ctas`-th of the token's 128-row tiles through a software pipeline (the next tile's
+    /// `ctas`-th of the token's 128-row tiles (on sm_90a with fp8 records, two teams of
+    /// warps a CTA each stream 64-row tiles) through a software pipeline (the next tile's
     /// records in flight while the current one computes) with an online softmax, and the
     /// cluster merges the CTAs' partials over distributed shared memory as split does. One
     /// CTA ([`Schedule::STREAMED`]) for steps with enough tokens to fill the GPU, 2-4 for

@@ -17,11 +17,13 @@ use half::bf16;
 
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
+use super::team::Team;
 use crate::swap_ab_decode::cache::{self, CHUNK_BYTES};
 use crate::swap_ab_decode::query::{self, CHUNK};
 use crate::swap_ab_decode::{ExtraRecord, HEAD_DIM, ROPE_START, THREADS, TILE};
 
 /// One of the two slot lists and its paged cache.
+#[derive(Clone, Copy)]
 pub struct KvList {
     pub cache: Tensor<u8, 3>,
     pub idx: Tensor<i32, 2>,
@@ -52,6 +54,7 @@ impl KvList {
 }
 
 /// The query side of one token.
+#[derive(Clone, Copy)]
 pub struct QueryInputs {
     pub q: Tensor<bf16, 3>,
     pub positions: Tensor<i64, 1>,
@@ -87,9 +90,11 @@ pub struct RowMap {
 }
 
 impl RowMap {
+    /// The map of a tile of `rows` rows over `team`'s threads.
     #[device]
-    pub fn new(tid: Val<u32>, rows: u32) -> RowMap {
-        let per_row = THREADS as u32 / rows;
+    pub fn new(team: &Team, rows: u32) -> RowMap {
+        let tid = team.tid;
+        let per_row = team.threads / rows;
         let rows_per_warp = 32 / per_row;
         let lane = tid & 31u32;
         RowMap {
@@ -223,12 +228,23 @@ pub fn load_query(plan: &Plan, query: &QueryInputs, tid: Val<u32>) -> QueryWords
 }
 
 /// One tile's records in this thread's registers, predicated: invalid rows read nothing
-/// and keep zeros.
+/// and keep zeros. From the shared-memory stage (`stage.rs`) only the validity and the
+/// scales: the dequant loads each chunk of values as it goes.
 #[derive(Clone, dsl_macros::Carry)]
 pub struct Gathered {
     pub(super) valid: Pred,
     pub(super) kv_words: Vec<[Val<u32>; 4]>,
     pub(super) scale_words: Vec<Val<u32>>,
+}
+
+/// This thread's 16-byte chunk `k` of values of its row (its `k`-th: part + per_row k).
+pub type ChunkWords<'a> = &'a dyn Fn(usize) -> [Val<u32>; 4];
+
+impl Gathered {
+    /// Chunk `k` of the values this thread holds in registers.
+    pub fn held(&self, k: usize) -> [Val<u32>; 4] {
+        self.kv_words[k]
+    }
 }
 
 /// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
@@ -402,12 +418,10 @@ pub enum Fp8Dequant<'a> {
     /// schedule's 128-register cap, branching around the whole dequant or keeping the codes
     /// for the second pass spilled 80-124 bytes, and reloading every chunk at once (from
     /// the shared-memory stage) 20-84.
-    OneMultiply {
-        reload: &'a dyn Fn(usize) -> [Val<u32>; 4],
-    },
+    OneMultiply { reload: ChunkWords<'a> },
 }
 
-/// KV dequant -> shared [128, 512] bf16, and each row's valid flag. Chunk k of this
+/// KV dequant -> shared [kv_rows, 512] bf16, and each row's valid flag. Chunk k of this
 /// thread is chunk 0 moved by per_row * k chunks along the row: a whole number of 64-dim
 /// k-blocks.
 #[device]
@@ -416,19 +430,21 @@ pub fn store_tile(
     list: &KvList,
     map: &RowMap,
     tile: &Gathered,
-    tid: Val<u32>,
+    words: ChunkWords<'_>,
+    team: &Team,
     fp8: Fp8Dequant<'_>,
 ) {
+    let chunks = (list.row_bytes() / CHUNK_BYTES as u32 / map.per_row) as usize;
     if list.is_fp4() {
-        store_fp4_chunks(buf, map, tile);
+        store_fp4_chunks(buf, map, tile, chunks, words);
     } else {
-        store_fp8_chunks(buf, map, tile, &fp8);
+        store_fp8_chunks(buf, map, tile, chunks, words, &fp8);
     }
     store(buf.valid.at1(map.row), tile.valid.select(1i32, 0i32));
-    if map.rows < TILE as u32 {
+    if map.rows < buf.rows {
         // The rows no slot fills never take part.
         store(
-            buf.valid.at1(map.rows + tid % (TILE as u32 - map.rows)),
+            buf.valid.at1(map.rows + team.tid % (buf.rows - map.rows)),
             0i32,
         );
     }
@@ -444,9 +460,16 @@ fn chunk_shift(buf: &Buffers, map: &RowMap, k: usize, dims_per_chunk: u32) -> i6
 /// NVFP4: 16 bytes = dims [32 c, 32 c + 32); their e4m3 scales are bytes 2 (c % 2) and
 /// 2 (c % 2) + 1 of the chunk's scale word (c % 2 = part % 2: per_row is even).
 #[device]
-fn store_fp4_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered) {
+fn store_fp4_chunks(
+    buf: &Buffers,
+    map: &RowMap,
+    tile: &Gathered,
+    chunks: usize,
+    chunk: ChunkWords<'_>,
+) {
     let (row, part) = (map.row, map.part);
-    for (k, words) in tile.kv_words.iter().enumerate() {
+    for k in 0..chunks {
+        let words = chunk(k);
         let scale_word = tile.scale_words[k];
         let shift = (part % 2) * 16;
         let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
@@ -463,23 +486,29 @@ fn store_fp4_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered) {
 
 /// fp8: 16 bytes = dims [16 c, 16 c + 16), scaled by their ue8m0 byte as `dequant` says.
 #[device]
-fn store_fp8_chunks(buf: &Buffers, map: &RowMap, tile: &Gathered, dequant: &Fp8Dequant<'_>) {
-    let chunks = tile.kv_words.len();
-    let two_multiplies = |words: &dyn Fn(usize) -> [Val<u32>; 4]| {
+fn store_fp8_chunks(
+    buf: &Buffers,
+    map: &RowMap,
+    tile: &Gathered,
+    chunks: usize,
+    chunk: ChunkWords<'_>,
+    dequant: &Fp8Dequant<'_>,
+) {
+    let two_multiplies = |words: ChunkWords<'_>| {
         for k in 0..chunks {
             let scale = ue8m0_to_bf16x2(fp8_scale_exponent(map, tile, k));
             store_fp8_chunk(buf, map, k, words(k), |w| e4m3x4_to_bf16x4_scaled(w, scale));
         }
     };
     match dequant {
-        Fp8Dequant::TwoMultiplies => two_multiplies(&|k| tile.kv_words[k]),
+        Fp8Dequant::TwoMultiplies => two_multiplies(chunk),
         Fp8Dequant::OneMultiply { reload } => {
             let exponent = |k| fp8_scale_exponent(map, tile, k);
             let widest = (1..chunks).fold(exponent(0), |widest, k| widest.max(exponent(k)));
             let wide_warp = ballot(widest > UE8M0_ONE_MULTIPLY_MAX) != 0u32;
             for k in 0..chunks {
                 let factor = ue8m0_times_2_pow_120(exponent(k));
-                let words = tile.kv_words[k];
+                let words = chunk(k);
                 store_fp8_chunk(buf, map, k, words, |w| e4m3x4_to_bf16x4_by_ue8m0(w, factor));
             }
             if wide_warp {
@@ -524,11 +553,12 @@ pub fn stage_inputs(
     list: &KvList,
     query: &QueryInputs,
     buf: &Buffers,
-    tid: Val<u32>,
+    team: &Team,
     row0: Val<u32>,
     rows: u32,
 ) -> Pred {
-    let map = RowMap::new(tid, rows);
+    let tid = team.tid;
+    let map = RowMap::new(team, rows);
     // Slot ids first: they do not wait for the length (one dependent round trip less).
     let slot = load_slot(list, query.token, &map, row0);
     let limit = load_limit(list, query.token);
@@ -540,7 +570,16 @@ pub fn stage_inputs(
     store_query(buf, &q, &rope);
     // One multiply a pair measured 0.99-1.02x here on the H200, slower in most shapes (this
     // kernel's time is not in its one tile's dequant); the streamed schedule takes it.
-    store_tile(buf, list, &map, &tile, tid, Fp8Dequant::TwoMultiplies);
+    let words = |k| tile.held(k);
+    store_tile(
+        buf,
+        list,
+        &map,
+        &tile,
+        &words,
+        team,
+        Fp8Dequant::TwoMultiplies,
+    );
     store_cos_sin(buf, &rope);
     live
 }

@@ -33,6 +33,7 @@ use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
 use super::softmax::{Reference, column_sums, softmax_to_p};
+use super::team::Team;
 use super::{split, stream};
 use crate::swap_ab_decode::{CompileKey, ExtraRecord, Schedule, THREADS};
 
@@ -93,11 +94,13 @@ pub struct DecodeParams {
     pub scale_log2: Val<f32>,
 }
 
-/// What both schedules work with: the plan, the buffers, this thread, the token's inputs.
+/// What both schedules work with: the plan, the team of warps this thread works in and its
+/// buffers, this thread in the CTA, the token's inputs.
 pub(super) struct Ctx<'a> {
     pub plan: &'a Plan,
     pub params: &'a DecodeParams,
     pub buf: &'a Buffers,
+    pub team: Team,
     pub tid: Val<u32>,
     pub warp: Val<u32>,
     pub lane: Val<u32>,
@@ -107,7 +110,19 @@ pub(super) struct Ctx<'a> {
     pub extra: KvList,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The same token and thread, working in `team` with its buffers `buf`.
+    pub fn in_team(&self, buf: &'a Buffers, team: Team) -> Ctx<'a> {
+        Ctx {
+            buf,
+            team,
+            query: self.query,
+            swa: self.swa,
+            extra: self.extra,
+            ..*self
+        }
+    }
+
     /// What stage 9 reads and writes in global memory.
     pub fn epilogue_tensors(&self, precast: Option<Tensor<f32, 3>>) -> EpilogueTensors {
         EpilogueTensors {
@@ -132,23 +147,15 @@ pub(super) fn score_tile(
     parity: Val<u32>,
     reference: Reference<'_>,
 ) -> Vec<Val<f32>> {
-    let (plan, buf, warp, lane) = (ctx.plan, ctx.buf, ctx.warp, ctx.lane);
+    let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
     stage("3: S[128, H] = KV . Q^T");
-    mma.scores(buf, warp);
+    mma.scores(buf, team);
 
     stage("4: softmax down each head's column; P = hi + lo");
-    let scores = mma.load_scores(plan, warp, lane, parity);
-    let probs = softmax_to_p(
-        plan,
-        buf,
-        scores,
-        ctx.params.scale_log2,
-        warp,
-        lane,
-        reference,
-    );
+    let scores = mma.load_scores(plan, team, parity);
+    let probs = softmax_to_p(plan, buf, scores, ctx.params.scale_log2, team, reference);
     fence_proxy_async_shared();
-    sync_threads();
+    team.sync();
     probs
 }
 
@@ -156,8 +163,8 @@ pub(super) fn score_tile(
 /// of `probs`, up to the barrier after which the tile's statistics can be read.
 #[device]
 pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
-    column_sums(ctx.plan, ctx.buf, probs, ctx.warp, ctx.lane);
-    sync_threads();
+    column_sums(ctx.plan, ctx.buf, probs, &ctx.team);
+    ctx.team.sync();
 }
 
 /// Stages 7-10, the same in both schedules once this CTA's partial and statistics are in
@@ -223,7 +230,7 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     min_ctas_per_sm(1);
     cluster_dims(plan.cluster, 1, 1);
 
-    let buf = Buffers::allocate(&plan);
+    let bufs = Buffers::allocate(&plan);
     let tid = thread_idx_x();
     let token = block_idx_y();
     let heads = HeadGroup::of_this_cta(&plan);
@@ -235,13 +242,15 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
         page: page as u32,
         record,
     };
+    let (warp, lane) = (warp_id(), lane_id());
     let ctx = Ctx {
         plan: &plan,
         params,
-        buf: &buf,
+        buf: &bufs[0],
+        team: Team::whole_cta(tid, warp, lane),
         tid,
-        warp: warp_id(),
-        lane: lane_id(),
+        warp,
+        lane,
         token,
         query: QueryInputs {
             q: params.q,
@@ -269,12 +278,12 @@ fn decode(key: &CompileKey, params: &DecodeParams, precast: Option<Tensor<f32, 3
     };
 
     stage("0: barriers, tensor memory, wait for the previous grid");
-    let mma = MmaSetup::new(&plan, &buf, tid);
+    let mma = MmaSetup::new(&plan, tid);
     // Every global read below may depend on the PDL predecessor.
     grid_dependency_wait();
     mma.allocate(ctx.warp);
     match key.schedule {
         Schedule::Split { .. } => split::run(&ctx, mma, precast),
-        Schedule::Streamed { .. } => stream::run(&ctx, mma, precast),
+        Schedule::Streamed { .. } => stream::run(&ctx, &bufs, mma, precast),
     }
 }

@@ -34,7 +34,7 @@ fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> (Val<u32>, 
 }
 
 /// Stage 8: per merge pass, the 4 fp32 values of this thread's slice of its unit from every
-/// peer's partial, peers in rank order.
+/// partial ([`Plan::partials`]: each team's of every peer), in partial order.
 #[device]
 pub fn pull_partials(
     plan: &Plan,
@@ -43,23 +43,23 @@ pub fn pull_partials(
     rank: Val<u32>,
 ) -> Vec<Vec<[Val<f32>; 4]>> {
     let slice = tid % THREADS_PER_UNIT;
-    let partial = &buf.partial;
     let mut pulls = Vec::new();
     for pass in 0..plan.merge_passes {
         let (_, unit) = unit_of(plan, pass, tid, rank);
         let head = unit / 16;
         let dim = (unit % 16) * 32 + slice * 4;
-        let local = partial.at(head, dim);
-        let mut peers = Vec::new();
-        for peer in 0..plan.cluster {
-            // A cluster of one reads its own partial without the DSMEM window.
-            peers.push(if plan.cluster == 1 {
+        let locals: Vec<_> = buf.partials.iter().map(|p| p.at(head, dim)).collect();
+        let mut parts = Vec::new();
+        for part in 0..plan.partials() {
+            let local = locals[(part % plan.teams) as usize];
+            // A cluster of one reads its own partials without the DSMEM window.
+            parts.push(if plan.cluster == 1 {
                 load_vec::<f32, 4, _>(local)
             } else {
-                load_vec::<f32, 4, _>(local.in_cta(peer))
+                load_vec::<f32, 4, _>(local.in_cta(part / plan.teams))
             });
         }
-        pulls.push(peers);
+        pulls.push(parts);
     }
     pulls
 }
@@ -68,7 +68,7 @@ pub fn pull_partials(
 #[device]
 pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     let entries = plan.stats_len();
-    let per_cta = 2 * plan.heads;
+    let per_cta = 2 * plan.heads * plan.teams;
     for k in 0..entries.div_ceil(THREADS as u32) {
         let i = (tid + THREADS as u32 * k).min(entries - 1);
         let peer = i / per_cta;
@@ -118,9 +118,9 @@ pub fn merge_and_store(
         let mut maxima = Vec::new();
         let mut sums = Vec::new();
         let mut big = sink2;
-        for peer in 0..plan.cluster {
-            let m: Val<f32> = load(buf.stat(peer, 0, head));
-            let l: Val<f32> = load(buf.stat(peer, 1, head));
+        for part in 0..plan.partials() {
+            let m: Val<f32> = load(buf.stat(part, 0, head));
+            let l: Val<f32> = load(buf.stat(part, 1, head));
             big = (l > 0.0f32).select(big.max(m), big);
             maxima.push(m);
             sums.push(l);
@@ -128,11 +128,11 @@ pub fn merge_and_store(
         big = ((big == f32::INFINITY) | (big == f32::NEG_INFINITY)).select(0.0f32, big);
         let mut denominator = (sink2 - big).ex2();
         let mut acc = [Val::<f32>::constant(0.0); 4];
-        for peer in 0..plan.cluster as usize {
-            let weight = (sums[peer] > 0.0f32).select((maxima[peer] - big).ex2(), 0.0f32);
-            denominator = weight.fma(sums[peer], denominator);
+        for part in 0..plan.partials() as usize {
+            let weight = (sums[part] > 0.0f32).select((maxima[part] - big).ex2(), 0.0f32);
+            denominator = weight.fma(sums[part], denominator);
             for e in 0..4 {
-                acc[e] = parts[peer][e].fma(weight, acc[e]);
+                acc[e] = parts[part][e].fma(weight, acc[e]);
             }
         }
         let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);

@@ -2,8 +2,8 @@
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
 //! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA
 //! stage per target (`mma/`: `tcgen05.rs`, `wgmma.rs`), the softmax (`softmax.rs`), the merge and epilogue
-//! (`merge.rs`), the shared-memory buffers (`smem.rs`) and the key's trace-time plan
-//! ([`plan`]).
+//! (`merge.rs`), the shared-memory buffers (`smem.rs`), the teams of warps that work on a
+//! tile together (`team.rs`) and the key's trace-time plan ([`plan`]).
 
 pub(super) mod inputs;
 pub mod kernel;
@@ -15,3 +15,4 @@ pub(super) mod softmax;
 pub(super) mod split;
 pub(super) mod stage;
 pub(super) mod stream;
+pub(super) mod team;

@@ -5,7 +5,9 @@ use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, Int, Layout, LayoutError, Swizzle, canonical};
 
 use crate::swap_ab_decode::key::Schedule;
-use crate::swap_ab_decode::{CompileKey, HEAD_DIM, THREADS, TILE};
+use crate::swap_ab_decode::{
+    CompileKey, ExtraRecord, FP8_RECORD, HEAD_DIM, ROPE_DIM, THREADS, TILE,
+};
 
 /// Static facts of one compiled kernel.
 #[derive(Clone, Debug)]
@@ -38,6 +40,11 @@ pub struct Plan {
     /// TMEM (sm_100): O hi|lo of the four 128-dim M-blocks at columns `mb * 2H`, then S.
     pub s_column: u32,
     pub tmem_columns: u32,
+    /// Teams of warps that stream tiles side by side in a CTA: 2 (of 8 warps each) in the
+    /// sm_90a streamed schedule where their buffers fit, else 1 (the CTA).
+    pub teams: u32,
+    /// Rows of a team's KV buffer: 128, or 64 with two teams (a streamed tile's rows).
+    pub kv_rows: u32,
 }
 
 /// Threads that cooperate on one output unit in the merge (4 dims = 16 bytes each).
@@ -53,6 +60,7 @@ impl Plan {
         let units = (HEAD_DIM as u32 / 32) * live_heads;
         let units_per_cta = units.div_ceil(cluster);
         let s_column = 8 * heads;
+        let teams = if two_teams_fit(key) { 2 } else { 1 };
         Plan {
             key: *key,
             heads,
@@ -71,6 +79,8 @@ impl Plan {
             merge_passes: units_per_cta.div_ceil(THREADS as u32 / THREADS_PER_UNIT),
             s_column,
             tmem_columns: if s_column + heads <= 256 { 256 } else { 512 },
+            teams,
+            kv_rows: TILE as u32 / teams,
         }
     }
 
@@ -88,15 +98,26 @@ impl Plan {
         !self.streamed() || self.cluster > 1
     }
 
-    /// Per-CTA statistics (m, l) of every head, for the whole cluster.
-    pub fn stats_len(&self) -> u32 {
-        self.cluster * 2 * self.heads
+    /// The partials a token's output merges: one per team of every CTA of the cluster,
+    /// partial `p` of CTA `p / teams`, team `p % teams`.
+    pub fn partials(&self) -> u32 {
+        self.cluster * self.teams
     }
 
-    /// The KV tile: `[128 rows, 512 dims]` bf16, K-major, 128-byte swizzle (8 k-blocks of
-    /// 16 KiB). It is the A operand of S = KV . Q^T and, transposed, of O = KV^T . P.
+    /// The statistics (m, l) of every head, one entry per partial.
+    pub fn stats_len(&self) -> u32 {
+        self.partials() * 2 * self.heads
+    }
+
+    /// Lane quadrants of a KV buffer: 32-row groups, one per warp of a softmax column group.
+    pub fn quadrants(&self) -> u32 {
+        self.kv_rows / 32
+    }
+
+    /// A team's KV tile: `[kv_rows, 512 dims]` bf16, K-major, 128-byte swizzle (8 k-blocks).
+    /// It is the A operand of S = KV . Q^T and, transposed, of O = KV^T . P.
     pub fn kv_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        canonical::k_major(Swizzle::B128, TILE as i64, HEAD_DIM as i64, 2)
+        canonical::k_major(Swizzle::B128, self.kv_rows as i64, HEAD_DIM as i64, 2)
     }
 
     /// Q after RoPE: `[H, 512]` bf16, K-major, 128-byte swizzle: the B operand of S.
@@ -104,13 +125,13 @@ impl Plan {
         canonical::k_major(Swizzle::B128, self.heads as i64, HEAD_DIM as i64, 2)
     }
 
-    /// P as `[2H, 128 rows]` bf16, MN-major (the H hi columns, then the H lo columns, are
+    /// P as `[2H, kv_rows]` bf16, MN-major (the H hi columns, then the H lo columns, are
     /// contiguous in a row): the B operand of O, its rows swizzled by their 4H bytes.
     pub fn p_layout(&self) -> Result<ComposedLayout, LayoutError> {
         canonical::mn_major(
             self.row_of_4h_bytes_swizzle(),
             2 * self.heads as i64,
-            TILE as i64,
+            self.kv_rows as i64,
             2,
         )
     }
@@ -123,13 +144,16 @@ impl Plan {
         ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
     }
 
-    /// sm_90: the scores `[128 rows, H]` f32 in shared memory, where sm_100 keeps them in
+    /// sm_90: the scores `[kv_rows, H]` f32 in shared memory, where sm_100 keeps them in
     /// TMEM. It takes P's bytes (both are 512 H bytes): every thread has read its scores
     /// before the column max's barrier, after which P is written. Rows of 64 or 128 bytes
     /// swizzled by their 16-byte pieces, so that the row-per-thread reads of eight lanes
     /// fall in distinct banks.
     pub fn scores_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let layout = Layout::row_major(&[Int::Static(TILE as i64), Int::Static(self.heads as i64)]);
+        let layout = Layout::row_major(&[
+            Int::Static(self.kv_rows as i64),
+            Int::Static(self.heads as i64),
+        ]);
         ComposedLayout::new(self.row_of_4h_bytes_swizzle(), 0, layout, 4)
     }
 
@@ -142,6 +166,29 @@ impl Plan {
             Swizzle::B64
         }
     }
+}
+
+/// Whether two teams' buffers fit a CTA's shared memory beside the shared ones (sm_90a,
+/// streamed, fp8 compressed records): each team's KV tile, records' stage, scores and
+/// softmax scratch, and once Q, the slot ids of both lists, the statistics of every
+/// partial and the cos/sin row, with 1 KiB for alignment. NVFP4 compressed records load into
+/// registers (`stream.rs`), which beside two teams' O^T accumulators do not fit.
+fn two_teams_fit(key: &CompileKey) -> bool {
+    let Schedule::Streamed { ctas } = key.schedule else {
+        return false;
+    };
+    if key.target != Target::Sm90a || key.extra_record != ExtraRecord::Fp8 {
+        return false;
+    }
+    let heads = key.mma_heads();
+    let rows = TILE / 2;
+    let team = rows * HEAD_DIM * 2 + rows * FP8_RECORD + 16 + rows * heads * 4 + rows * 4;
+    let scratch = 4 * 2 * heads * 4;
+    let shared = heads * HEAD_DIM * 2
+        + (key.swa_width + key.extra_width) * 4
+        + 2 * ctas * 2 * heads * 4
+        + ROPE_DIM * 4;
+    2 * (team + scratch) + shared + 1024 <= Target::Sm90a.max_smem_bytes() as usize
 }
 
 /// This cluster's heads among the layer's: group `z` of the grid takes heads `32 z ..`.

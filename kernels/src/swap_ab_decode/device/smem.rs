@@ -5,30 +5,42 @@ use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
-use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM, THREADS, TILE};
+use super::team::Team;
+use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM};
 
-/// Every shared buffer of the kernel.
+/// The shared buffers one team of warps sees: its own (the KV tile, P and the scores, the
+/// valid flags, the softmax scratch) and the CTA's (Q, the statistics, cos/sin). With two
+/// teams ([`Plan::teams`]) [`Buffers::allocate`] gives one of these a team, the CTA's
+/// buffers the same in both.
 pub struct Buffers {
-    /// `[128, 512]` bf16 KV tile (K-major SW128).
+    /// `[kv_rows, 512]` bf16 KV tile (K-major SW128).
     pub kv: SmemTile,
     /// The fp32 partial `[H, 512]`: over the KV tile's bytes when it is written after the
-    /// CTA's last tile (split; streamed on sm_90a), its own buffer when each tile folds
+    /// team's last tile (split; streamed on sm_90a), its own buffer when each tile folds
     /// into it (streamed on sm_100a).
     pub partial: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
-    /// `[2H, 128]` bf16 P hi | lo (MN-major); on sm_90a over the scores stand-in, in the
+    /// `[2H, kv_rows]` bf16 P hi | lo (MN-major); on sm_90a over the scores stand-in, in the
     /// buffer `scores_p`.
     pub p: SmemTile,
     /// One i32 per KV row: 1 where the row takes part.
     pub valid: SmemTile,
-    /// `[4, H]` f32: per lane quadrant, each head's column max; then the column sums.
+    /// `[quadrants, H]` f32: per lane quadrant, each head's column max; then the column
+    /// sums.
     pub red_max: SmemTile,
     pub red_sum: SmemTile,
-    /// `[2C, H]` f32: row 2r holds CTA r's per-head max, row 2r + 1 its sum.
+    /// `[2 partials, H]` f32: row 2p holds partial p's per-head max, row 2p + 1 its sum
+    /// ([`Plan::partials`]).
     pub stats: SmemTile,
     /// The 64 cos | sin values of the token's position.
     pub cos_sin: SmemTile,
+    /// Rows of the KV tile ([`Plan::kv_rows`]).
+    pub rows: u32,
+    /// This team's index: its entry of `stats` while it streams.
+    pub team: u32,
+    /// Every team's partial, by team, for the merge.
+    pub partials: Vec<SmemTile>,
 }
 
 /// An unswizzled row-major layout of `shape` elements of `elem_bytes` bytes.
@@ -55,42 +67,77 @@ pub(super) fn checked(
 }
 
 impl Buffers {
+    /// The buffers of each of the plan's teams (one view a team), allocated team by team
+    /// within each kind so that one team's map is the one-team kernel's.
     #[track_caller]
-    pub fn allocate(plan: &Plan) -> Buffers {
+    pub fn allocate(plan: &Plan) -> Vec<Buffers> {
         let heads = plan.heads as i64;
-        let kv = smem_tile("kv", checked("KV", plan.kv_layout()));
+        let rows = plan.kv_rows as i64;
+        let teams: Vec<u32> = (0..plan.teams).collect();
+        let name = |what: &str, team: u32| match team {
+            0 => what.to_string(),
+            t => format!("{what}_team{t}"),
+        };
+        let each = |make: &dyn Fn(u32) -> SmemTile| teams.iter().map(|&t| make(t)).collect();
+        let kv: Vec<SmemTile> =
+            each(&|t| smem_tile(&name("kv", t), checked("KV", plan.kv_layout())));
         let q = smem_tile("q", checked("Q", plan.q_layout()));
         let p_layout = checked("P", plan.p_layout());
         // sm_90a: the scores stand-in takes P's bytes (`Plan::scores_layout`).
-        let p = if plan.target() == dsl_core::Target::Sm90a {
-            smem_tile("scores_p", checked("scores", plan.scores_layout())).view(p_layout)
-        } else {
-            smem_tile("p", p_layout)
-        };
-        let valid = smem_tile("valid", plain(&[TILE as i64], 4));
-        let red_max = smem_tile("red_max", plain(&[4, heads], 4));
-        let red_sum = smem_tile("red_sum", plain(&[4, heads], 4));
-        let stats = smem_tile("stats", plain(&[2 * plan.cluster as i64, heads], 4));
+        let p: Vec<SmemTile> = each(&|t| {
+            if plan.target() == dsl_core::Target::Sm90a {
+                smem_tile(
+                    &name("scores_p", t),
+                    checked("scores", plan.scores_layout()),
+                )
+                .view(p_layout.clone())
+            } else {
+                smem_tile(&name("p", t), p_layout.clone())
+            }
+        });
+        let valid: Vec<SmemTile> = each(&|t| smem_tile(&name("valid", t), plain(&[rows], 4)));
+        let quadrants = i64::from(plan.quadrants());
+        let reductions: Vec<(SmemTile, SmemTile)> = teams
+            .iter()
+            .map(|&t| {
+                (
+                    smem_tile(&name("red_max", t), plain(&[quadrants, heads], 4)),
+                    smem_tile(&name("red_sum", t), plain(&[quadrants, heads], 4)),
+                )
+            })
+            .collect();
+        let stats = smem_tile("stats", plain(&[2 * plan.partials() as i64, heads], 4));
         let cos_sin = smem_tile("cos_sin", plain(&[ROPE_DIM as i64], 4));
         let partial_layout = checked("partial", plan.partial_layout());
         // sm_90a keeps the streamed running O^T in registers and writes it after the last
         // tile, when the KV tile's bytes are free.
-        let partial = if plan.streamed() && plan.target() == dsl_core::Target::Sm100a {
-            smem_tile("partial", partial_layout)
-        } else {
-            kv.view(partial_layout)
-        };
-        Buffers {
-            kv,
-            partial,
-            q,
-            p,
-            valid,
-            red_max,
-            red_sum,
-            stats,
-            cos_sin,
-        }
+        let partials: Vec<SmemTile> = each(&|t| {
+            if plan.streamed() && plan.target() == dsl_core::Target::Sm100a {
+                smem_tile(&name("partial", t), partial_layout.clone())
+            } else {
+                kv[t as usize].view(partial_layout.clone())
+            }
+        });
+        teams
+            .iter()
+            .map(|&t| {
+                let t_ = t as usize;
+                Buffers {
+                    kv: kv[t_].clone(),
+                    partial: partials[t_].clone(),
+                    q: q.clone(),
+                    p: p[t_].clone(),
+                    valid: valid[t_].clone(),
+                    red_max: reductions[t_].0.clone(),
+                    red_sum: reductions[t_].1.clone(),
+                    stats: stats.clone(),
+                    cos_sin: cos_sin.clone(),
+                    rows: plan.kv_rows,
+                    team: t,
+                    partials: partials.clone(),
+                }
+            })
+            .collect()
     }
 
     /// Statistic `which` (0: max, 1: sum) of cluster CTA `rank`, per head.
@@ -102,14 +149,20 @@ impl Buffers {
         }
     }
 
-    /// Stores zeros over the whole partial.
+    /// This team's running statistic `which` (0: max, 1: sum) of `head`, while it streams.
     #[track_caller]
-    pub fn zero_partial(&self, plan: &Plan, tid: Val<u32>) {
+    pub fn running_stat(&self, which: u32, head: impl Index) -> Smem {
+        self.stat(self.team, which, head)
+    }
+
+    /// The team's threads store zeros over its whole partial.
+    #[track_caller]
+    pub fn zero_partial(&self, plan: &Plan, team: &Team) {
         let zero = Val::<u32>::constant(0);
         let dims = HEAD_DIM as u32;
         let pieces = plan.heads * dims / 4;
-        for z in 0..pieces / THREADS as u32 {
-            let first = (tid + z * THREADS as u32) * 4;
+        for z in 0..pieces / team.threads {
+            let first = (team.tid + z * team.threads) * 4;
             store_vec(self.partial.at(first / dims, first % dims), [zero; 4]);
         }
     }

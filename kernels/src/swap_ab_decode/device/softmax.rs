@@ -3,19 +3,22 @@
 
 use dsl_core::arch::cvt::{bf16x2_to_f32x2, f32x2_to_bf16x2};
 use dsl_core::arch::memory::{load, load_vec, store, store_if, store_vec, store_vec_if};
-use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::shfl_xor;
 use dsl_core::trace::{Pred, SmemTile, Val};
 use dsl_macros::device;
 
 use super::plan::Plan;
 use super::smem::Buffers;
+use super::team::Team;
 
-/// A softmax thread's rows and columns: warp w covers lanes (rows) 32 (w % 4) .. + 32 of the
-/// tile and the column group w / 4 of the heads.
-fn row_and_group(warp: Val<u32>, lane: Val<u32>) -> (Val<u32>, Val<u32>, Val<u32>) {
-    let quadrant = warp & 3u32;
-    (quadrant, warp >> 2, quadrant * 32 + lane)
+/// A softmax thread's rows and columns: with Q lane quadrants of 32 rows in the tile
+/// ([`Plan::quadrants`]: 4, or 2 in a team's 64-row tile), the team's warp w covers rows
+/// 32 (w % Q) .. + 32 and the column group w / Q of the heads (4 groups either way).
+pub(super) fn row_and_group(plan: &Plan, team: &Team) -> (Val<u32>, Val<u32>, Val<u32>) {
+    let quadrants = plan.quadrants();
+    let quadrant = team.warp & (quadrants - 1);
+    let group = team.warp >> quadrants.trailing_zeros();
+    (quadrant, group, quadrant * 32 + team.lane)
 }
 
 /// The max a tile's probabilities are taken against.
@@ -41,11 +44,11 @@ pub fn softmax_to_p(
     buf: &Buffers,
     scores: Vec<Val<f32>>,
     scale_log2: Val<f32>,
-    warp: Val<u32>,
-    lane: Val<u32>,
+    team: &Team,
     reference: Reference<'_>,
 ) -> Vec<Val<f32>> {
-    let (quadrant, group, row) = row_and_group(warp, lane);
+    let lane = team.lane;
+    let (quadrant, group, row) = row_and_group(plan, team);
     let cols = plan.cols_per_thread;
     let first_col = group * cols;
     let row_ok = load::<i32, _>(buf.valid.at1(row)) != 0;
@@ -54,16 +57,16 @@ pub fn softmax_to_p(
         .map(|s| row_ok.select(*s * scale_log2, f32::NEG_INFINITY))
         .collect();
 
-    // Column max over the 128 rows: over the warp's 32 rows ([`reduce_scatter`]), then
-    // across the 4 lane quadrants through shared memory.
+    // Column max over the tile's rows: over the warp's 32 rows ([`reduce_scatter`]), then
+    // across the lane quadrants through shared memory.
     let (column, writer) = scattered_column(plan, lane);
     let max = reduce_scatter(&logits, lane, |a, b| a.max(b));
     store_if(buf.red_max.at(quadrant, first_col + column), max, writer);
-    sync_threads();
+    team.sync();
     let mut column_max = Vec::new();
     for k4 in 0..cols / 4 {
         let mut four = load_vec::<f32, 4, _>(buf.red_max.at(0u32, first_col + 4 * k4));
-        for other in 1..4u32 {
+        for other in 1..plan.quadrants() {
             let theirs = load_vec::<f32, 4, _>(buf.red_max.at(other, first_col + 4 * k4));
             for e in 0..4 {
                 four[e] = four[e].max(theirs[e]);
@@ -106,7 +109,7 @@ fn running_max(
     tile_max: [Val<f32>; 4],
     writer: Pred,
 ) -> [Val<f32>; 4] {
-    let old = load_vec::<f32, 4, _>(buf.stat(0u32, 0, first));
+    let old = load_vec::<f32, 4, _>(buf.running_stat(0, first));
     let new: [Val<f32>; 4] = std::array::from_fn(|e| old[e].max(tile_max[e]));
     // Equal maxima keep the partial as it is (also -inf = -inf before any valid row).
     let alpha: [Val<f32>; 4] =
@@ -130,10 +133,10 @@ fn store_words(at: dsl_core::arch::memory::Smem, words: &[Val<u32>]) {
 
 /// Each head's column sum of the probabilities over the tile, per lane quadrant.
 #[device]
-pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], warp: Val<u32>, lane: Val<u32>) {
-    let (quadrant, group, _) = row_and_group(warp, lane);
-    let (column, writer) = scattered_column(plan, lane);
-    let sum = reduce_scatter(probs, lane, |a, b| a + b);
+pub fn column_sums(plan: &Plan, buf: &Buffers, probs: &[Val<f32>], team: &Team) {
+    let (quadrant, group, _) = row_and_group(plan, team);
+    let (column, writer) = scattered_column(plan, team.lane);
+    let sum = reduce_scatter(probs, team.lane, |a, b| a + b);
     store_if(
         buf.red_sum
             .at(quadrant, group * plan.cols_per_thread + column),
@@ -186,22 +189,22 @@ fn scattered_column(plan: &Plan, lane: Val<u32>) -> (Val<u32>, Pred) {
 /// Head `head`'s statistics over the tile: its max (0 when no row is valid) and sum of
 /// probabilities, from the lane quadrants' partial reductions.
 #[device]
-fn tile_stats(buf: &Buffers, head: Val<u32>) -> (Val<f32>, Val<f32>) {
+fn tile_stats(plan: &Plan, buf: &Buffers, head: Val<u32>) -> (Val<f32>, Val<f32>) {
     let mut max = load::<f32, _>(buf.red_max.at(0u32, head));
-    for quadrant in 1..4u32 {
+    for quadrant in 1..plan.quadrants() {
         max = max.max(load::<f32, _>(buf.red_max.at(quadrant, head)));
     }
     (
         (max == f32::NEG_INFINITY).select(0.0f32, max),
-        tile_sum(buf, head),
+        tile_sum(plan, buf, head),
     )
 }
 
 /// Head `head`'s sum of probabilities over the tile.
 #[device]
-fn tile_sum(buf: &Buffers, head: Val<u32>) -> Val<f32> {
+fn tile_sum(plan: &Plan, buf: &Buffers, head: Val<u32>) -> Val<f32> {
     let mut sum = load::<f32, _>(buf.red_sum.at(0u32, head));
-    for quadrant in 1..4u32 {
+    for quadrant in 1..plan.quadrants() {
         sum += load::<f32, _>(buf.red_sum.at(quadrant, head));
     }
     sum
@@ -212,19 +215,19 @@ fn tile_sum(buf: &Buffers, head: Val<u32>) -> Val<f32> {
 #[device]
 pub fn write_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     if tid < plan.heads {
-        let (max, sum) = tile_stats(buf, tid);
+        let (max, sum) = tile_stats(plan, buf, tid);
         store(buf.stat(rank, 0, tid), max);
         store(buf.stat(rank, 1, tid), sum);
     }
 }
 
-/// The running statistics of a CTA that accumulates over tiles start empty: max -inf
-/// (no tile yet), sum 0.
+/// The running statistics of a team that accumulates over tiles start empty: max -inf
+/// (no tile yet), sum 0 (stored by the CTA's first threads).
 #[device]
 pub fn reset_running(plan: &Plan, buf: &Buffers, tid: Val<u32>) {
     if tid < plan.heads {
-        store(buf.stat(0u32, 0, tid), f32::NEG_INFINITY);
-        store(buf.stat(0u32, 1, tid), 0.0f32);
+        store(buf.running_stat(0, tid), f32::NEG_INFINITY);
+        store(buf.running_stat(1, tid), 0.0f32);
     }
 }
 
@@ -233,28 +236,33 @@ pub fn reset_running(plan: &Plan, buf: &Buffers, tid: Val<u32>) {
 /// alpha and M' as [`Reference::RunningMax`] wrote them to `rescale`. A tile without a
 /// valid row changes nothing (alpha = 1, M' = M, s = 0).
 #[device]
-pub fn fold_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, tid: Val<u32>) {
+pub fn fold_running(plan: &Plan, buf: &Buffers, rescale: &SmemTile, team: &Team) {
+    let tid = team.tid;
     if tid < plan.heads {
-        let sum = tile_sum(buf, tid);
-        let old_sum: Val<f32> = load(buf.stat(0u32, 1, tid));
+        let sum = tile_sum(plan, buf, tid);
+        let old_sum: Val<f32> = load(buf.running_stat(1, tid));
         let alpha: Val<f32> = load(rescale.at(0u32, tid));
         store(
-            buf.stat(0u32, 0, tid),
+            buf.running_stat(0, tid),
             load::<f32, _>(rescale.at(1u32, tid)),
         );
-        store(buf.stat(0u32, 1, tid), old_sum.fma(alpha, sum));
+        store(buf.running_stat(1, tid), old_sum.fma(alpha, sum));
     }
 }
 
-/// A streamed CTA of a cluster: its running statistics, kept in entry 0 while it streams,
-/// move to its own entry `rank`, where the peers read them (entry 0 is peer 0's once the
-/// statistics are gathered).
+/// A streamed team of a cluster's CTA: its running statistics, kept in entry `team` while
+/// it streams, move to its partial's entry `rank * teams + team`, where the peers read them
+/// (entries below `teams` are peer 0's once the statistics are gathered).
 #[device]
-pub fn publish_running(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
-    if tid < plan.heads {
+pub fn publish_running(plan: &Plan, buf: &Buffers, team: &Team, rank: Val<u32>) {
+    if team.tid < plan.heads {
+        let entry = match plan.teams {
+            1 => rank,
+            teams => rank * teams + buf.team,
+        };
         for row in 0..2 {
-            let value: Val<f32> = load(buf.stat(0u32, row, tid));
-            store(buf.stat(rank, row, tid), value);
+            let value: Val<f32> = load(buf.running_stat(row, team.tid));
+            store(buf.stat(entry, row, team.tid), value);
         }
     }
 }

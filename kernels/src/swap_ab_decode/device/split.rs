@@ -37,7 +37,7 @@ use crate::swap_ab_decode::SWA_ROWS;
 /// Stages 1 to 10 of a CTA's one tile.
 #[device]
 pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
-    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
+    let (plan, buf, tid, team) = (ctx.plan, ctx.buf, ctx.tid, &ctx.team);
     let rank = cluster_cta_rank();
     let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
 
@@ -47,35 +47,35 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let extra_rows = plan.extra_tile_rows;
     if plan.swa_tiles > 0 && plan.extra_tiles > 0 {
         if rank < plan.swa_tiles {
-            tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
+            tile_live = stage_inputs(plan, swa, query, buf, team, rank * swa_rows, swa_rows);
             zero_stale_rows(buf, tid, swa_rows);
         } else {
             let row0 = (rank - plan.swa_tiles) * extra_rows;
-            tile_live = stage_inputs(plan, extra, query, buf, tid, row0, extra_rows);
+            tile_live = stage_inputs(plan, extra, query, buf, team, row0, extra_rows);
             zero_stale_rows(buf, tid, extra_rows);
         }
     } else if plan.swa_tiles > 0 {
-        tile_live = stage_inputs(plan, swa, query, buf, tid, rank * swa_rows, swa_rows);
+        tile_live = stage_inputs(plan, swa, query, buf, team, rank * swa_rows, swa_rows);
         zero_stale_rows(buf, tid, swa_rows);
     } else {
-        tile_live = stage_inputs(plan, extra, query, buf, tid, rank * extra_rows, extra_rows);
+        tile_live = stage_inputs(plan, extra, query, buf, team, rank * extra_rows, extra_rows);
         zero_stale_rows(buf, tid, extra_rows);
     }
     // The MMAs read what the threads stored: make it visible to the async proxy.
     fence_proxy_async_shared();
     sync_threads();
-    let mma = mma.after_sync(plan);
+    let mma = mma.after_sync(plan, buf, team);
     let parity = Val::<u32>::constant(0);
 
     if tile_live {
         let probs = score_tile(ctx, &mma, parity, Reference::TileMax);
         stage("5: O[512, 2H] = KV^T . [P_hi | P_lo]; column sums");
-        let outputs = mma.outputs(plan, buf, warp, TileRows::ByRank(rank));
+        let outputs = mma.outputs(plan, buf, team, TileRows::ByRank(rank));
         sum_columns(ctx, &probs);
         write_stats(plan, buf, tid, rank);
 
         stage("6: O = hi + lo -> fp32 partial [H, 512] over the KV tile");
-        outputs.store_partial(plan, buf, warp, parity, PartialUpdate::Store);
+        outputs.store_partial(plan, buf, team, parity, PartialUpdate::Store);
     } else {
         stage("6: no valid row: a zero partial and zero statistics for the peers");
         let zero = Val::<f32>::constant(0.0);
@@ -83,7 +83,7 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
             store(buf.stat(rank, 0, tid), zero);
             store(buf.stat(rank, 1, tid), zero);
         }
-        buf.zero_partial(plan, tid);
+        buf.zero_partial(plan, team);
     }
 
     merge_stages(ctx, &mma, rank, precast);

@@ -1,15 +1,18 @@
 //! The streamed schedule: grid (C, s_q, G), a cluster of C CTAs (the key's `ctas`, often 1)
-//! per token and group of 16 heads. The token's KV tiles, 128 rows each (SWA tiles first,
-//! then compressed ones), go round the cluster: tile g is rank g % C's, and each CTA walks
-//! its tiles keeping an online softmax over them. The stages, as they appear in the PTX's
-//! stage comments:
+//! per token and group of 16 heads. A CTA's warps are one team, or on sm_90a with fp8
+//! compressed records two teams of 8 warps ([`Team`], `Plan::teams`), each with its own KV
+//! tile, stage, scores and running outputs. The token's KV tiles (SWA tiles first, then
+//! compressed ones; 128 rows each, 64 with two teams) go round the W = C x teams workers:
+//! tile g is worker g % W's, worker `team C + rank`, and each worker walks its tiles keeping
+//! an online softmax over them. The stages, as they appear in the PTX's stage comments
+//! (with two teams, stages 2-6 twice, once a team):
 //!
 //! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
 //!    -> bf16 -> shared `[16, 512]`; every slot id of both lists into shared memory (-1
 //!    past the list's length); the running statistics and outputs start empty;
 //! 2. per list, the first tile's records in flight; then per tile whose first row is
 //!    inside the list's length (a runtime loop):
-//!    - KV dequant -> shared `[128, 512]` bf16 from the records;
+//!    - KV dequant -> shared `[rows, 512]` bf16 from the records;
 //!    - the next tile's records are issued, so they are in flight while this tile computes
 //!      (the software pipeline: the records of tile t + 1 arrive during stages 3-6 of tile
 //!      t). With fp8 compressed records on sm_90a each row's record comes whole by one
@@ -39,13 +42,38 @@
 //! Taking each tile's probabilities against the running max (rather than the tile's own
 //! and rescaling two terms) lets a tile's O^T add to the running one unscaled: on sm_90a
 //! the running O^T is the wgmma accumulator itself, kept in registers across the tiles and
-//! scaled by alpha before each tile's MMA (32 multiplies a thread instead of a
-//! shared-memory partial read, scaled and written back every tile), and the partial is
+//! scaled by alpha before each tile's MMA (32 multiplies a thread, 64 with two teams,
+//! instead of a shared-memory partial read, scaled and written back every tile), and the
+//! partial is
 //! written once, over the KV tile. On sm_100a each tile's O^T lands in tensor memory and
 //! stage 6 folds it into a partial in its own shared-memory buffer (32 KiB). The
-//! accumulation order is fixed (each CTA's tiles in row order, SWA first; the merge in rank
-//! order), so the output is bitwise deterministic. 32 heads take two CTAs, which read the
+//! accumulation order is fixed (each worker's tiles in row order, SWA first; the merge in
+//! partial order), so the output is bitwise deterministic. 32 heads take two CTAs, which read the
 //! same records (the second from L2 when the two run together).
+//!
+//! Why two teams (sm_90a): one team of 16 warps runs each tile as one dependent chain in
+//! lockstep (dequant, barrier, S on two warpgroups while two wait, softmax, O, barrier), so
+//! the ALUs idle while the MMAs run and the tensor cores idle while the warps dequantise:
+//! Nsight Compute put issue slots at 37-39% busy with barrier stalls the largest reason.
+//! Two teams of 8 warps, each streaming its own 64-row tiles with its own buffers and a
+//! named barrier (1 + team), run two such chains side by side, and the warp schedulers
+//! fill one team's stalls with the other's work. The second team starts its first dequant
+//! once the first team has finished its own ([`Team::wait_for_the_first_team`]), so that
+//! their dequants and MMAs take turns. They share Q, the staged slot ids and the
+//! cos/sin row; each writes its partial over its own KV tile and the merge folds the two
+//! like two peers of a cluster (`kernel::merge_stages`, [`Plan::partials`]). A team's
+//! O^T is 64 accumulator registers a thread (512 dims x 32 columns over 256 threads, against
+//! 32 with one team); the dequant reads each 16-byte chunk of the stage as it goes rather
+//! than all eight at once, which keeps the teams' kernels at 123-127 registers with no
+//! spill. The two teams' buffers take 220-225 KiB: with NVFP4 compressed records (loaded
+//! into registers a tile ahead, beside the 64 accumulator registers) and on sm_100a (whose
+//! partial has its own buffer and which has no stage) the CTA stays one team. On the H100
+//! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
+//! rounds; copy bandwidth 2980-3018 GB/s), two teams started together measured 0.964x at H=16
+//! NE 512 s_q 512, 0.943x at s_q 128, 0.896x for `stream2` at s_q 64, 0.989x for `stream3`
+//! at s_q 32, 0.975x at H=32 and 0.948x at NE 1024 s_q 512; staggered (in a second A/B of
+//! the same run), 0.948x, 0.914x, 0.988x and 0.966x (s_q 512, 128, 32 and H=32). The
+//! README has the H200 figures of the kernel as it is.
 //!
 //! Why clusters of streamed CTAs: a CTA's 128-row tile takes about 7.4 us on the H200
 //! whether or not the SM has other work, so a step whose tokens leave SMs idle is bound by
@@ -118,18 +146,33 @@ use super::inputs::{
 use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
-use super::smem::plain;
+use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use super::stage::RawRows;
-use crate::swap_ab_decode::{ExtraRecord, TILE};
+use super::team::Team;
+use crate::swap_ab_decode::ExtraRecord;
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
-/// by one CTA).
+/// by one CTA), its warps one team or two (`bufs`: each team's buffers).
 #[device]
-pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>) {
+pub(super) fn run(
+    ctx: &Ctx<'_>,
+    bufs: &[Buffers],
+    setup: MmaSetup,
+    precast: Option<Tensor<f32, 3>>,
+) {
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
-    // Each head's alpha (row 0) and new running max (row 1) of the current tile.
-    let rescale = smem_tile("rescale", plain(&[2, i64::from(plan.heads)], 4));
+    // Each head's alpha (row 0) and new running max (row 1) of a team's current tile.
+    let rescales: Vec<SmemTile> = (0..plan.teams)
+        .map(|t| {
+            let name = if t == 0 {
+                "rescale".to_string()
+            } else {
+                format!("rescale_team{t}")
+            };
+            smem_tile(&name, plain(&[2, i64::from(plan.heads)], 4))
+        })
+        .collect();
     // A cluster of one has no rank: its CTA takes every tile.
     let rank = (plan.cluster > 1).then(cluster_cta_rank);
 
@@ -139,16 +182,17 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let rope = load_rope(&ctx.query, &q, position, tid);
     let swa_limit = load_limit(&ctx.swa, ctx.token);
     let extra_limit = load_limit(&ctx.extra, ctx.token);
-    // The token's tiles in order (SWA, then compressed) go round the cluster's CTAs: the
-    // list's first tile is the token's `tiles_before`-th.
+    // The token's tiles in order (SWA, then compressed) go round the workers: the list's
+    // first tile is the token's `tiles_before`-th.
+    let swa_tiles = ctx.swa.width.div_ceil(plan.kv_rows);
     let lists = [
-        ("swa_ids", &ctx.swa, swa_limit, plan.swa_tiles, 0),
+        ("swa_ids", &ctx.swa, swa_limit, swa_tiles, 0),
         (
             "extra_ids",
             &ctx.extra,
             extra_limit,
-            plan.extra_tiles,
-            plan.swa_tiles,
+            ctx.extra.width.div_ceil(plan.kv_rows),
+            swa_tiles,
         ),
     ];
     store_query(buf, &q, &rope);
@@ -162,53 +206,146 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
             (list, ids, limit, tiles_before)
         })
         .collect();
-    reset_running(plan, buf, tid);
+    for team_buf in bufs {
+        reset_running(plan, team_buf, tid);
+    }
     // With NVFP4 compressed records the stage measured slower on the H200 (for both lists
     // or for the SWA list alone): their loads are half the bytes.
     let fp8_records = ctx.extra.record == ExtraRecord::Fp8;
-    let raw = fp8_records
-        .then(|| RawRows::allocate_if_it_fits(tid))
-        .flatten();
+    let raws: Vec<Option<RawRows>> = (0..plan.teams)
+        .map(|t| {
+            fp8_records
+                .then(|| RawRows::allocate_if_it_fits(plan, t, tid))
+                .flatten()
+        })
+        .collect();
+    if plan.teams > 1 {
+        // The S MMAs read Q: with one team the first tile's fence and barrier publish it
+        // to the async proxy, but two teams meet only here.
+        fence_proxy_async_shared();
+    }
     sync_threads();
-    let mma = mma.after_sync(plan);
-    let mut running = mma.running_outputs(plan, buf, tid);
 
-    let mut done = Val::<u32>::constant(0);
-    for (index, (list, ids, limit, tiles_before)) in staged.iter().enumerate() {
-        let share = ListShare::of_rank(plan, list, *limit, rank, *tiles_before);
-        let source = TileSource::new(list, ids, raw.as_ref(), index as u32);
-        (running, done) = stream_list(ctx, &mma, running, &rescale, &share, &source, done);
-    }
-    stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
-    running.finish(plan, buf);
-    if let Some(rank) = rank {
-        publish_running(plan, buf, tid, rank);
-    }
+    let streams = TeamStreams {
+        lists: &staged,
+        rank,
+    };
+    let mma = match plan.teams {
+        1 => streams.run(ctx, &setup, raws[0].as_ref(), &rescales[0]),
+        _ => {
+            let stream_team = |index: usize| {
+                let team = Team::of_two(index as u32, tid, ctx.warp, ctx.lane);
+                let team_ctx = ctx.in_team(&bufs[index], team);
+                streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index]);
+            };
+            if ctx.warp < 8 {
+                stream_team(0);
+            } else {
+                stream_team(1);
+            }
+            // Two teams are sm_90a's, whose MMA stage reads nothing back after a barrier.
+            setup.after_sync(plan, buf, &ctx.team)
+        }
+    };
     merge_stages(ctx, &mma, rank.unwrap_or(Val::constant(0)), precast);
 }
 
-/// The tiles of a list one CTA streams: of those whose first row is below `limit`, every
-/// one (a cluster of one), or tiles `first`, `first + C`, ... of a cluster of C.
+/// What every team streams: the lists with their staged slot ids and limits, in order, and
+/// this CTA's rank in its cluster (none: a cluster of one).
+struct TeamStreams<'a> {
+    lists: &'a [(&'a KvList, SmemTile, Val<i32>, u32)],
+    rank: Option<Val<u32>>,
+}
+
+impl TeamStreams<'_> {
+    /// Stages 2-6 of `ctx`'s team: its share of every list's tiles into its running outputs,
+    /// then those into its partial and its statistics to its entry. Returns the team's MMA
+    /// stage.
+    #[device]
+    fn run(
+        &self,
+        ctx: &Ctx<'_>,
+        setup: &MmaSetup,
+        raw: Option<&RawRows>,
+        rescale: &SmemTile,
+    ) -> Mma {
+        let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
+        let mma = setup.after_sync(plan, buf, team);
+        let mut running = mma.running_outputs(plan, buf, team);
+        let worker = Worker::of(plan, team, self.rank);
+        let mut done = Val::<u32>::constant(0);
+        for (index, (list, ids, limit, tiles_before)) in self.lists.iter().enumerate() {
+            let share = ListShare::of_worker(plan, list, *limit, worker, *tiles_before);
+            let source = TileSource::new(list, ids, raw, index as u32);
+            (running, done) = stream_list(ctx, &mma, running, rescale, &share, &source, done);
+        }
+        team.streamed_no_tile(done);
+        stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
+        running.finish(plan, buf);
+        if let Some(rank) = self.rank {
+            publish_running(plan, buf, team, rank);
+        }
+        mma
+    }
+}
+
+/// Which of the token's W = C x teams workers a team of a CTA is: the token's tile g is
+/// worker g % W's, and worker `team C + rank` is team `team` of cluster rank `rank`, so
+/// that the cluster's SMs take the tiles in turn and each SM's two teams tiles C apart.
+#[derive(Clone, Copy)]
+struct Worker {
+    /// `team C + rank`; none where W = 1 (one team, no cluster).
+    index: Option<Val<u32>>,
+    count: u32,
+}
+
+impl Worker {
+    #[device]
+    fn of(plan: &Plan, team: &Team, rank: Option<Val<u32>>) -> Worker {
+        let first_of_team = team.index * plan.cluster;
+        let index = match rank {
+            Some(rank) if first_of_team == 0 => Some(rank),
+            Some(rank) => Some(rank + first_of_team),
+            None if plan.teams > 1 => Some(Val::constant(first_of_team)),
+            None => None,
+        };
+        Worker {
+            index,
+            count: plan.partials(),
+        }
+    }
+}
+
+/// The tiles of a list one worker streams: of those whose first row is below `limit`,
+/// every one (a single worker), or tiles `first`, `first + W`, ... of W workers.
 struct ListShare<'a> {
     list: &'a KvList,
     limit: Val<i32>,
+    rows: u32,
     round: Option<(Val<u32>, u32)>,
 }
 
 impl<'a> ListShare<'a> {
-    /// The share of `list` of the CTA of `rank` (none: a cluster of one); the list's first
-    /// tile is the token's `tiles_before`-th, and the token's tile `g` is rank `g % C`'s.
+    /// The share of `list` of `worker`; the list's first tile is the token's
+    /// `tiles_before`-th, and the token's tile `g` is worker `g % W`'s.
     #[device]
-    fn of_rank(
+    fn of_worker(
         plan: &Plan,
         list: &'a KvList,
         limit: Val<i32>,
-        rank: Option<Val<u32>>,
+        worker: Worker,
         tiles_before: u32,
     ) -> Self {
-        let ctas = plan.cluster;
-        let round = rank.map(|r| ((r + (ctas - tiles_before % ctas)) % ctas, ctas));
-        ListShare { list, limit, round }
+        let workers = worker.count;
+        let round = worker
+            .index
+            .map(|w| ((w + (workers - tiles_before % workers)) % workers, workers));
+        ListShare {
+            list,
+            limit,
+            rows: plan.kv_rows,
+            round,
+        }
     }
 
     /// How many of the list's `live_tiles` tiles are this share's.
@@ -216,7 +353,7 @@ impl<'a> ListShare<'a> {
     fn count(&self, live_tiles: Val<u32>) -> Val<u32> {
         match self.round {
             None => live_tiles,
-            Some((first, ctas)) => (live_tiles.max(first) - first + (ctas - 1)) / ctas,
+            Some((first, workers)) => (live_tiles.max(first) - first + (workers - 1)) / workers,
         }
     }
 
@@ -225,7 +362,7 @@ impl<'a> ListShare<'a> {
     fn first_row(&self) -> Val<u32> {
         match self.round {
             None => Val::constant(0),
-            Some((first, _)) => first * TILE as u32,
+            Some((first, _)) => first * self.rows,
         }
     }
 
@@ -234,13 +371,13 @@ impl<'a> ListShare<'a> {
     fn row0(&self, i: Val<u32>) -> Val<u32> {
         let tile = match self.round {
             None => i,
-            Some((first, ctas)) => first + i * ctas,
+            Some((first, workers)) => first + i * workers,
         };
-        tile * TILE as u32
+        tile * self.rows
     }
 }
 
-/// Streams this CTA's `share` of a list's tiles into `running`; `done` counts the tiles
+/// Streams this team's `share` of a list's tiles into `running`; `done` counts the tiles
 /// already streamed (their mbarrier phases). Returns the running outputs and the count
 /// after these tiles.
 #[device]
@@ -253,42 +390,46 @@ fn stream_list<'m>(
     source: &TileSource<'_>,
     done: Val<u32>,
 ) -> (RunningOutputs<'m>, Val<u32>) {
-    let (plan, buf, tid, warp) = (ctx.plan, ctx.buf, ctx.tid, ctx.warp);
+    let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
     let (list, limit) = (share.list, share.limit);
-    let rows = TILE as u32;
-    let map = RowMap::new(tid, rows);
+    let rows = plan.kv_rows;
+    let map = RowMap::new(team, rows);
 
     stage("2: the list's first tile in flight");
     let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
     let count = share.count(live_tiles);
-    let mut next = source.prefetch(&map, share.first_row(), tid);
+    let mut next = source.prefetch(&map, share.first_row(), team);
     let mut running = running;
     let mut done = done;
     for i in dyn_range(0u32, count) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
+        team.wait_for_the_first_team(done);
         let row0 = share.row0(i);
         let tile = source.take(&map, &next, row0, done);
+        let words = |k| source.chunk(&map, &tile, k);
         let reload = |k| source.chunk_again(&map, &tile, row0, k);
-        store_tile(buf, list, &map, &tile, tid, fp8_dequant(ctx, &reload));
+        let dequant = fp8_dequant(ctx, &reload);
+        store_tile(buf, list, &map, &tile, &words, team, dequant);
         let row0 = share.row0(i + 1u32);
         next = source.load_registers(&map, row0);
         // The MMAs read what the threads stored: make it visible to the async proxy.
         fence_proxy_async_shared();
-        sync_threads();
+        team.sync();
+        team.first_dequant_done(done);
         // Every thread has read the stage: the next tile's copies may overwrite it.
-        source.issue_copies(row0, tid);
+        source.issue_copies(row0, team);
         let parity = done & 1u32;
 
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
         stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
-        running = running.add_tile(plan, buf, warp, rescale);
-        column_sums(plan, buf, &probs, warp, ctx.lane);
+        running = running.add_tile(plan, buf, team, rescale);
+        column_sums(plan, buf, &probs, team);
 
         stage("6: the tile's O^T is in the running outputs; running statistics");
-        running.fold_tile(plan, buf, warp, parity, rescale);
+        running.fold_tile(plan, buf, team, parity, rescale);
         // After fold_tile's barrier every column sum is in; the next tile rewrites the
         // sums and `rescale` only after its own barriers, so no barrier follows.
-        fold_running(plan, buf, rescale, tid);
+        fold_running(plan, buf, rescale, team);
         done += 1u32;
     }
     (running, done)
@@ -334,9 +475,9 @@ impl<'a> TileSource<'a> {
 
     /// The stage's copies of the tile at `row0`.
     #[track_caller]
-    fn issue_copies(&self, row0: Val<u32>, tid: Val<u32>) {
+    fn issue_copies(&self, row0: Val<u32>, team: &Team) {
         if let Some(stage) = self.stage {
-            stage.issue(self.list, self.ids, row0, tid);
+            stage.issue(self.list, self.ids, row0, team);
         }
     }
 
@@ -344,11 +485,11 @@ impl<'a> TileSource<'a> {
     /// where the previous list had no tile, a thread may not arrive on this list's phase
     /// before every issuer has arrived on that list's.
     #[track_caller]
-    fn prefetch(&self, map: &RowMap, row0: Val<u32>, tid: Val<u32>) -> Option<Gathered> {
+    fn prefetch(&self, map: &RowMap, row0: Val<u32>, team: &Team) -> Option<Gathered> {
         if self.stage.is_some() && self.index > 0 {
-            sync_threads();
+            team.sync();
         }
-        self.issue_copies(row0, tid);
+        self.issue_copies(row0, team);
         self.load_registers(map, row0)
     }
 
@@ -372,6 +513,16 @@ impl<'a> TileSource<'a> {
         }
     }
 
+    /// Chunk `k` of values of the tile `tile` took: loaded from the stage now, or held in
+    /// registers.
+    #[track_caller]
+    fn chunk(&self, map: &RowMap, tile: &Gathered, k: usize) -> [Val<u32>; 4] {
+        match self.stage {
+            Some(stage) => stage.chunk(map, tile, k),
+            None => tile.held(k),
+        }
+    }
+
     /// Chunk `k` of the tile at `row0` again (the wide-scale pass), whose first read was
     /// `first`: from the stage, which still holds its rows, or global memory.
     #[track_caller]
@@ -383,7 +534,7 @@ impl<'a> TileSource<'a> {
         k: usize,
     ) -> [Val<u32>; 4] {
         match self.stage {
-            Some(stage) => stage.chunk_again(map, first, k),
+            Some(stage) => stage.chunk(map, first, k),
             None => gather_chunk(self.list, map, &self.slot(map, row0), k),
         }
     }

@@ -32,7 +32,6 @@ mod wgmma;
 
 use dsl_core::Target;
 use dsl_core::arch::memory::{load, store};
-use dsl_core::arch::sync::sync_threads;
 use dsl_core::ir::Reg;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError};
 use dsl_core::tensor::{Regs, Shared, Tensor};
@@ -44,16 +43,18 @@ pub use self::tcgen05::{Tcgen05Setup, Tcgen05Stage};
 pub use self::wgmma::WgmmaStage;
 use super::plan::Plan;
 use super::smem::{Buffers, checked};
+use super::team::Team;
 use crate::swap_ab_decode::{SWA_ROWS, TILE};
 
 /// K-steps (16 rows of the KV tile each) of an SWA tile and of a compressed one.
 const SWA_STEPS: i64 = (SWA_ROWS / 16) as i64;
 const TILE_STEPS: i64 = (TILE / 16) as i64;
 
-/// The MMA stage between its setup and the barrier that publishes the TMEM base.
+/// The MMA stage between its setup and the barrier that publishes the TMEM base (sm_100a);
+/// sm_90a has nothing to set up.
 pub enum MmaSetup {
     Tcgen05(Tcgen05Setup),
-    Wgmma(WgmmaStage),
+    Wgmma,
 }
 
 /// The MMA stage, ready to issue.
@@ -65,9 +66,9 @@ pub enum Mma {
 impl MmaSetup {
     /// Allocates the target's buffers; on sm_100a thread 0 initialises the mbarriers.
     #[track_caller]
-    pub fn new(plan: &Plan, buf: &Buffers, tid: Val<u32>) -> MmaSetup {
+    pub fn new(plan: &Plan, tid: Val<u32>) -> MmaSetup {
         match plan.target() {
-            Target::Sm90a => MmaSetup::Wgmma(WgmmaStage::new(plan, buf)),
+            Target::Sm90a => MmaSetup::Wgmma,
             Target::Sm100a => MmaSetup::Tcgen05(Tcgen05Setup::new(plan, tid)),
         }
     }
@@ -81,12 +82,13 @@ impl MmaSetup {
         }
     }
 
-    /// After the barrier that publishes the inputs: reads the TMEM base back (sm_100a).
+    /// After the barrier that publishes the inputs, the stage of `team` working on `buf`:
+    /// reads the TMEM base back (sm_100a, whose CTA is one team).
     #[track_caller]
-    pub fn after_sync(self, plan: &Plan) -> Mma {
+    pub fn after_sync(&self, plan: &Plan, buf: &Buffers, team: &Team) -> Mma {
         match self {
             MmaSetup::Tcgen05(setup) => Mma::Tcgen05(setup.read_base(plan)),
-            MmaSetup::Wgmma(stage) => Mma::Wgmma(stage),
+            MmaSetup::Wgmma => Mma::Wgmma(WgmmaStage::new(plan, buf, team)),
         }
     }
 }
@@ -94,42 +96,31 @@ impl MmaSetup {
 impl Mma {
     /// Stage 3: S = KV . Q^T.
     #[device]
-    pub fn scores(&self, buf: &Buffers, warp: Val<u32>) {
+    pub fn scores(&self, buf: &Buffers, team: &Team) {
         match self {
-            Mma::Tcgen05(stage) => stage.scores(buf, warp),
-            Mma::Wgmma(stage) => stage.scores(buf, warp),
+            Mma::Tcgen05(stage) => stage.scores(buf, team.warp),
+            Mma::Wgmma(stage) => stage.scores(buf),
         }
     }
 
-    /// Stage 4's input: this thread's scores, row `32 (w % 4) + lane`, columns
-    /// `(w / 4) * H/4 ..` of S; `parity` is the tile's mbarrier phase (sm_100a).
+    /// Stage 4's input: this thread's scores, row `32 (w % Q) + lane`, columns
+    /// `(w / Q) * H/4 ..` of S (Q lane quadrants, `softmax::row_and_group`); `parity` is
+    /// the tile's mbarrier phase (sm_100a).
     #[device]
-    pub fn load_scores(
-        &self,
-        plan: &Plan,
-        warp: Val<u32>,
-        lane: Val<u32>,
-        parity: Val<u32>,
-    ) -> Vec<Val<f32>> {
+    pub fn load_scores(&self, plan: &Plan, team: &Team, parity: Val<u32>) -> Vec<Val<f32>> {
         match self {
-            Mma::Tcgen05(stage) => stage.load_scores(plan, warp, parity),
-            Mma::Wgmma(stage) => stage.load_scores(plan, warp, lane),
+            Mma::Tcgen05(stage) => stage.load_scores(plan, team.warp, parity),
+            Mma::Wgmma(stage) => stage.load_scores(plan),
         }
     }
 
     /// Stage 5: O^T = V^T . [P_hi | P_lo]^T over the tile's `rows`. Returns where the
     /// accumulators are until [`Outputs::store_partial`] collects them.
     #[device]
-    pub fn outputs(
-        &self,
-        plan: &Plan,
-        buf: &Buffers,
-        warp: Val<u32>,
-        rows: TileRows,
-    ) -> Outputs<'_> {
+    pub fn outputs(&self, plan: &Plan, buf: &Buffers, team: &Team, rows: TileRows) -> Outputs<'_> {
         match self {
             Mma::Tcgen05(stage) => {
-                stage.outputs(plan, buf, warp, rows);
+                stage.outputs(plan, buf, team.warp, rows);
                 Outputs::InTensorMemory(stage)
             }
             Mma::Wgmma(stage) => Outputs::InRegisters(stage, stage.outputs(plan, buf, rows, None)),
@@ -181,14 +172,16 @@ impl Outputs<'_> {
         self,
         plan: &Plan,
         buf: &Buffers,
-        warp: Val<u32>,
+        team: &Team,
         parity: Val<u32>,
         update: PartialUpdate<'_>,
     ) {
         match self {
-            Outputs::InTensorMemory(stage) => stage.store_partial(plan, buf, warp, parity, update),
+            Outputs::InTensorMemory(stage) => {
+                stage.store_partial(plan, buf, team.warp, parity, update)
+            }
             Outputs::InRegisters(stage, acc) => {
-                wgmma::wait_for_outputs();
+                wgmma::wait_for_outputs(team);
                 stage.store_partial(plan, buf, &acc, update);
             }
         }
@@ -239,11 +232,11 @@ impl Mma {
     /// Stage 1 of the streamed schedule: an empty running O^T (a zeroed fragment on
     /// sm_90a, a zeroed partial on sm_100a).
     #[device]
-    pub fn running_outputs(&self, plan: &Plan, buf: &Buffers, tid: Val<u32>) -> RunningOutputs<'_> {
+    pub fn running_outputs(&self, plan: &Plan, buf: &Buffers, team: &Team) -> RunningOutputs<'_> {
         match self {
-            Mma::Wgmma(stage) => RunningOutputs::InRegisters(stage, stage.empty_outputs(tid)),
+            Mma::Wgmma(stage) => RunningOutputs::InRegisters(stage, stage.empty_outputs()),
             Mma::Tcgen05(stage) => {
-                buf.zero_partial(plan, tid);
+                buf.zero_partial(plan, team);
                 RunningOutputs::InSharedMemory(stage)
             }
         }
@@ -251,16 +244,16 @@ impl Mma {
 }
 
 impl RunningOutputs<'_> {
-    /// Stage 5: issues O^T += V^T . [P_hi | P_lo]^T over the tile's 128 rows, on sm_90a
-    /// after scaling the running fragment by each head's alpha (`rescale` row 0).
+    /// Stage 5: issues O^T += V^T . [P_hi | P_lo]^T over the tile's rows, on sm_90a after
+    /// scaling the running fragment by each head's alpha (`rescale` row 0).
     #[device]
-    pub fn add_tile(self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rescale: &SmemTile) -> Self {
+    pub fn add_tile(self, plan: &Plan, buf: &Buffers, team: &Team, rescale: &SmemTile) -> Self {
         match self {
             RunningOutputs::InRegisters(stage, acc) => {
                 RunningOutputs::InRegisters(stage, stage.add_tile(plan, buf, rescale, acc))
             }
             RunningOutputs::InSharedMemory(stage) => {
-                stage.outputs(plan, buf, warp, TileRows::All);
+                stage.outputs(plan, buf, team.warp, TileRows::All);
                 self
             }
         }
@@ -268,21 +261,23 @@ impl RunningOutputs<'_> {
 
     /// Stage 6: the tile's MMA has read the KV tile (sm_90a), or its O^T is folded into
     /// the partial as partial * alpha + O (sm_100a); then a barrier, after which every
-    /// thread's shared-memory writes of the tile (its column sums too) can be read.
+    /// thread's shared-memory writes of the tile (its column sums too) can be read by the
+    /// team.
     #[device]
     pub fn fold_tile(
         &self,
         plan: &Plan,
         buf: &Buffers,
-        warp: Val<u32>,
+        team: &Team,
         parity: Val<u32>,
         rescale: &SmemTile,
     ) {
         match self {
-            RunningOutputs::InRegisters(..) => wgmma::wait_for_outputs(),
+            RunningOutputs::InRegisters(..) => wgmma::wait_for_outputs(team),
             RunningOutputs::InSharedMemory(stage) => {
-                stage.store_partial(plan, buf, warp, parity, PartialUpdate::Rescale(rescale));
-                sync_threads();
+                let update = PartialUpdate::Rescale(rescale);
+                stage.store_partial(plan, buf, team.warp, parity, update);
+                team.sync();
             }
         }
     }

@@ -22,6 +22,7 @@ use crate::swap_ab_decode::{HEAD_DIM, TILE};
 
 /// sm_100a before the TMEM base is read back: the barriers (initialised) and the slot
 /// `tcgen05.alloc` writes the base to.
+#[derive(Clone, Copy)]
 pub struct Tcgen05Setup {
     barriers: Tcgen05Barriers,
     slot: Smem,
@@ -81,10 +82,10 @@ impl Tcgen05Setup {
 
     /// The stage at the base the allocation wrote (after a barrier).
     #[device]
-    pub(super) fn read_base(self, plan: &Plan) -> Tcgen05Stage {
+    pub(super) fn read_base(&self, plan: &Plan) -> Tcgen05Stage {
         tcgen05::fence_after_thread_sync();
         let base = TmemAddr::from_base(load::<u32, _>(self.slot));
-        Tcgen05Stage::new(plan, self, base)
+        Tcgen05Stage::new(plan, *self, base)
     }
 }
 

@@ -4,8 +4,6 @@
 
 use dsl_core::arch::memory::{load, load_vec};
 use dsl_core::arch::sm90::wgmma;
-use dsl_core::arch::sync::sync_threads;
-use dsl_core::arch::thread::thread_idx_x;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Major, Swizzle};
 use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaTiled};
 use dsl_core::trace::{SmemTile, Val, trace_error};
@@ -18,41 +16,51 @@ use super::{
 };
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::smem::{Buffers, checked};
+use crate::swap_ab_decode::device::softmax::row_and_group;
+use crate::swap_ab_decode::device::team::Team;
 use crate::swap_ab_decode::{HEAD_DIM, TILE};
 
-/// sm_90a: the tilings and the shared-memory stand-in for S `[128, H]` f32.
+/// sm_90a: a team's tilings and its shared-memory stand-in for S `[kv_rows, H]` f32.
 pub struct WgmmaStage {
     scores_mma: WgmmaTiled,
     outputs_mma: WgmmaTiled,
     scores: SmemTile,
+    /// Warpgroups that compute S: one a 64 rows of the KV tile.
+    scores_warpgroups: u32,
+    team: Team,
 }
 
 impl WgmmaStage {
+    /// S is `m64nH` over a warpgroup a 64 rows of the team's KV tile (the first one or
+    /// two of the team's), O^T `m64n2H` over all of the team's warpgroups.
     #[track_caller]
-    pub(super) fn new(plan: &Plan, buf: &Buffers) -> WgmmaStage {
+    pub(super) fn new(plan: &Plan, buf: &Buffers, team: &Team) -> WgmmaStage {
         let heads = plan.heads;
+        let scores_warpgroups = plan.kv_rows / 64;
         WgmmaStage {
             scores_mma: WgmmaTiled::ss(
                 wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K),
-                2,
-                TILE as i64,
+                scores_warpgroups,
+                i64::from(plan.kv_rows),
                 i64::from(heads),
             ),
             outputs_mma: WgmmaTiled::ss(
                 wgmma::MmaF16Bf16Ss::bf16(2 * heads, Major::MN, Major::MN),
-                4,
+                team.warpgroups(),
                 HEAD_DIM as i64,
                 i64::from(2 * heads),
             ),
             scores: buf.p.view(checked("scores", plan.scores_layout())),
+            scores_warpgroups,
+            team: *team,
         }
     }
 
-    /// Warpgroups 0 and 1 compute S and store it to the stand-in.
+    /// The warpgroups a 64 rows of the tile compute S and store it to the stand-in.
     #[device]
-    pub(super) fn scores(&self, buf: &Buffers, warp: Val<u32>) {
-        if warp < 8 {
-            let thr = self.scores_mma.thread(thread_idx_x());
+    pub(super) fn scores(&self, buf: &Buffers) {
+        if self.team.warp < 4 * self.scores_warpgroups {
+            let thr = self.scores_mma.thread(self.team.tid);
             let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
             let q = thr.partition_b(&buf.q.tensor::<bf16>());
             let acc = thr.partition_fragment_c();
@@ -65,11 +73,11 @@ impl WgmmaStage {
     }
 
     #[device]
-    pub(super) fn load_scores(&self, plan: &Plan, warp: Val<u32>, lane: Val<u32>) -> Vec<Val<f32>> {
-        sync_threads();
+    pub(super) fn load_scores(&self, plan: &Plan) -> Vec<Val<f32>> {
+        self.team.sync();
         let cols = plan.cols_per_thread;
-        let row = (warp & 3u32) * 32 + lane;
-        let first = (warp >> 2) * cols;
+        let (_, group, row) = row_and_group(plan, &self.team);
+        let first = group * cols;
         let mut out = Vec::new();
         for k4 in 0..cols / 4 {
             out.extend(load_vec::<f32, 4, _>(self.scores.at(row, first + 4 * k4)));
@@ -87,7 +95,7 @@ impl WgmmaStage {
         rows: TileRows,
         running: Option<Tensor<f32, Regs>>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread(thread_idx_x());
+        let thr = self.outputs_mma.thread(self.team.tid);
         let (v_t, p) = value_operands(buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
         let p = thr.partition_b(&p);
@@ -95,7 +103,10 @@ impl WgmmaStage {
         let acc = running.unwrap_or_else(|| thr.partition_fragment_c());
         wgmma::fence();
         match rows {
-            TileRows::All => thr.gemm_k_steps(&acc, &v_t, &p, 0..TILE_STEPS, onto),
+            TileRows::All => {
+                let steps = i64::from(plan.kv_rows / 16);
+                thr.gemm_k_steps(&acc, &v_t, &p, 0..steps, onto)
+            }
             TileRows::ByRank(rank) => {
                 thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, onto);
                 if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
@@ -119,19 +130,21 @@ impl WgmmaStage {
         update: PartialUpdate<'_>,
     ) {
         let partial = partial_as_outputs_tile(plan, buf);
-        let thr = self.outputs_mma.thread(thread_idx_x());
+        let thr = self.outputs_mma.thread(self.team.tid);
         let head_of = |i| thr.coord_c(i).1 % plan.heads;
         store_summed(&thr.partition_c(&partial), acc, update, head_of);
     }
 
     /// An empty running O^T: a zeroed fragment.
     #[track_caller]
-    pub(super) fn empty_outputs(&self, tid: Val<u32>) -> Tensor<f32, Regs> {
-        self.outputs_mma.thread(tid).partition_fragment_c()
+    pub(super) fn empty_outputs(&self) -> Tensor<f32, Regs> {
+        self.outputs_mma
+            .thread(self.team.tid)
+            .partition_fragment_c()
     }
 
     /// Issues `running` (scaled by each head's alpha, `rescale` row 0) += V^T . P^T over
-    /// the tile's 128 rows.
+    /// the tile's rows.
     #[track_caller]
     pub(super) fn add_tile(
         &self,
@@ -140,19 +153,19 @@ impl WgmmaStage {
         rescale: &SmemTile,
         running: Tensor<f32, Regs>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread(thread_idx_x());
+        let thr = self.outputs_mma.thread(self.team.tid);
         let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
         let acc = scaled(&running, &alpha);
         self.outputs(plan, buf, TileRows::All, Some(acc))
     }
 }
 
-/// Waits for this thread's O MMAs, then for every warpgroup's, before anyone overwrites the
-/// KV tile they read.
+/// Waits for this thread's O MMAs, then for every warpgroup's of the team, before anyone
+/// overwrites the KV tile they read.
 #[device]
-pub(super) fn wait_for_outputs() {
+pub(super) fn wait_for_outputs(team: &Team) {
     wgmma::wait_group(0);
-    sync_threads();
+    team.sync();
 }
 
 /// Row 0 of `rescale` `[2, H]` (a factor per head) as O^T's C tile `[512 dims, (H, 2)]`:

@@ -1,0 +1,131 @@
+//! The warps that work on a KV tile together: the whole CTA, or one of the two teams of 8
+//! warps that the sm_90a streamed schedule runs side by side (`stream.rs` says why), each
+//! with its own buffers and its own barrier.
+
+use dsl_core::arch::sync::{NamedBarrier, sync_threads};
+use dsl_core::trace::Val;
+use dsl_macros::device;
+
+use crate::swap_ab_decode::THREADS;
+
+/// The named barrier both of two teams pass once ([`Team::wait_for_the_first_team`]); a
+/// team's own barrier is `1 + index`.
+const STAGGER_BARRIER: u32 = 3;
+
+/// One team: which it is, this thread's place in it, and the barrier its warps meet at.
+#[derive(Clone, Copy)]
+pub struct Team {
+    /// 0, or 1 for the second of two teams.
+    pub index: u32,
+    /// Threads of the team: 512 (the CTA) or 256.
+    pub threads: u32,
+    /// This thread's index, warp and lane within the team.
+    pub tid: Val<u32>,
+    pub warp: Val<u32>,
+    pub lane: Val<u32>,
+    /// `bar.sync 0` when the team is the CTA.
+    barrier: Option<NamedBarrier>,
+    /// Of two teams: the barrier that starts them half a tile apart.
+    stagger: Option<NamedBarrier>,
+}
+
+impl Team {
+    /// The CTA as one team, from this thread's CTA-wide index, warp and lane.
+    pub fn whole_cta(tid: Val<u32>, warp: Val<u32>, lane: Val<u32>) -> Team {
+        Team {
+            index: 0,
+            threads: THREADS as u32,
+            tid,
+            warp,
+            lane,
+            barrier: None,
+            stagger: None,
+        }
+    }
+
+    /// Team `index` of two (warps `8 index ..`), from this thread's CTA-wide index, warp and
+    /// lane; its barrier is named barrier `1 + index`.
+    #[track_caller]
+    pub fn of_two(index: u32, tid: Val<u32>, warp: Val<u32>, lane: Val<u32>) -> Team {
+        let threads = THREADS as u32 / 2;
+        let (tid, warp) = if index == 0 {
+            (tid, warp)
+        } else {
+            (tid - index * threads, warp - index * (threads / 32))
+        };
+        Team {
+            index,
+            threads,
+            tid,
+            warp,
+            lane,
+            barrier: Some(NamedBarrier::new(1 + index, threads)),
+            stagger: Some(NamedBarrier::new(STAGGER_BARRIER, THREADS as u32)),
+        }
+    }
+
+    /// Every thread of the team waits here; their earlier shared-memory writes are visible
+    /// to the team after it.
+    #[track_caller]
+    pub fn sync(&self) {
+        match self.barrier {
+            None => sync_threads(),
+            Some(barrier) => barrier.sync(),
+        }
+    }
+
+    /// Of two teams, the second waits here, before its first tile's dequant (`done`, the
+    /// team's tiles so far, is 0), until the first has dequantised its first tile
+    /// ([`Team::first_dequant_done`]; [`Team::streamed_no_tile`] where a team has none).
+    /// Started together, the teams dequantise at once and then issue their MMAs at once;
+    /// half a tile apart, one team's dequant runs beside the other's MMAs and softmax
+    /// (`stream.rs` has the figures).
+    #[device]
+    pub fn wait_for_the_first_team(&self, done: Val<u32>) {
+        if let Some(stagger) = self.stagger {
+            if self.index == 1 {
+                if done == 0u32 {
+                    stagger.sync();
+                }
+            }
+        }
+    }
+
+    /// The first team's side of [`Team::wait_for_the_first_team`], after its first tile's
+    /// dequant (`done` is 0): it signals once and does not wait.
+    #[device]
+    pub fn first_dequant_done(&self, done: Val<u32>) {
+        if let Some(stagger) = self.stagger {
+            if self.index == 0 {
+                if done == 0u32 {
+                    stagger.arrive();
+                }
+            }
+        }
+    }
+
+    /// After a team's last list: a team that streamed no tile (`done` is 0) takes its turn
+    /// at the stagger barrier now, so that the other is not left waiting.
+    #[device]
+    pub fn streamed_no_tile(&self, done: Val<u32>) {
+        if let Some(stagger) = self.stagger {
+            if done == 0u32 {
+                if self.index == 0 {
+                    stagger.arrive();
+                } else {
+                    stagger.sync();
+                }
+            }
+        }
+    }
+
+    /// Warps of the team.
+    pub fn warps(&self) -> u32 {
+        self.threads / 32
+    }
+
+    /// Warpgroups of the team.
+    pub fn warpgroups(&self) -> u32 {
+        self.threads / 128
+    }
+}
