@@ -5,7 +5,7 @@ use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
 use dsl_core::trace::{Index, SmemTile, Val, smem_tile, trace_error};
 
 use super::plan::Plan;
-use super::team::Team;
+use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM};
 
 /// The shared buffers one team of warps sees: its own (the KV tile, P and the scores, the
@@ -74,10 +74,7 @@ impl Buffers {
         let heads = plan.heads as i64;
         let rows = plan.kv_rows as i64;
         let teams: Vec<u32> = (0..plan.teams).collect();
-        let name = |what: &str, team: u32| match team {
-            0 => what.to_string(),
-            t => format!("{what}_team{t}"),
-        };
+        let name = buffer_name;
         let each = |make: &dyn Fn(u32) -> SmemTile| teams.iter().map(|&t| make(t)).collect();
         let kv: Vec<SmemTile> =
             each(&|t| smem_tile(&name("kv", t), checked("KV", plan.kv_layout())));
@@ -118,24 +115,20 @@ impl Buffers {
                 kv[t as usize].view(partial_layout.clone())
             }
         });
-        teams
-            .iter()
-            .map(|&t| {
-                let t_ = t as usize;
-                Buffers {
-                    kv: kv[t_].clone(),
-                    partial: partials[t_].clone(),
-                    q: q.clone(),
-                    p: p[t_].clone(),
-                    valid: valid[t_].clone(),
-                    red_max: reductions[t_].0.clone(),
-                    red_sum: reductions[t_].1.clone(),
-                    stats: stats.clone(),
-                    cos_sin: cos_sin.clone(),
-                    rows: plan.kv_rows,
-                    team: t,
-                    partials: partials.clone(),
-                }
+        (0..teams.len())
+            .map(|t| Buffers {
+                kv: kv[t].clone(),
+                partial: partials[t].clone(),
+                q: q.clone(),
+                p: p[t].clone(),
+                valid: valid[t].clone(),
+                red_max: reductions[t].0.clone(),
+                red_sum: reductions[t].1.clone(),
+                stats: stats.clone(),
+                cos_sin: cos_sin.clone(),
+                rows: plan.kv_rows,
+                team: t as u32,
+                partials: partials.clone(),
             })
             .collect()
     }

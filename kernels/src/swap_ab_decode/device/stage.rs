@@ -14,7 +14,7 @@ use super::inputs::{
 };
 use super::plan::Plan;
 use super::smem::plain;
-use super::team::Team;
+use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::FP8_RECORD;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
 
@@ -39,12 +39,11 @@ impl RawRows {
     #[device]
     fn allocate(rows: u32, team: u32, tid: Val<u32>) -> RawRows {
         let words = FP8_RECORD as i64 / 4;
-        let name = |what: &str| match team {
-            0 => what.to_string(),
-            t => format!("{what}_team{t}"),
-        };
-        let records = smem_tile(&name("raw_records"), plain(&[i64::from(rows), words], 4));
-        let full = Mbarrier::at(smem_alloc(&name("raw_full"), 8, 8).addr());
+        let records = smem_tile(
+            &buffer_name("raw_records", team),
+            plain(&[i64::from(rows), words], 4),
+        );
+        let full = Mbarrier::at(smem_alloc(&buffer_name("raw_full", team), 8, 8).addr());
         if tid == 0 {
             full.init(rows);
             init_fence();

@@ -149,7 +149,7 @@ use super::plan::Plan;
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use super::stage::RawRows;
-use super::team::Team;
+use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::ExtraRecord;
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
@@ -165,12 +165,10 @@ pub(super) fn run(
     // Each head's alpha (row 0) and new running max (row 1) of a team's current tile.
     let rescales: Vec<SmemTile> = (0..plan.teams)
         .map(|t| {
-            let name = if t == 0 {
-                "rescale".to_string()
-            } else {
-                format!("rescale_team{t}")
-            };
-            smem_tile(&name, plain(&[2, i64::from(plan.heads)], 4))
+            smem_tile(
+                &buffer_name("rescale", t),
+                plain(&[2, i64::from(plan.heads)], 4),
+            )
         })
         .collect();
     // A cluster of one has no rank: its CTA takes every tile.

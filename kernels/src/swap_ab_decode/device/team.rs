@@ -12,6 +12,15 @@ use crate::swap_ab_decode::THREADS;
 /// team's own barrier is `1 + index`.
 const STAGGER_BARRIER: u32 = 3;
 
+/// The name of team `team`'s shared buffer `what` in the shared-memory map: the plain name
+/// for the first (or only) team, `what_team1` for the second.
+pub fn buffer_name(what: &str, team: u32) -> String {
+    match team {
+        0 => what.to_string(),
+        t => format!("{what}_team{t}"),
+    }
+}
+
 /// One team: which it is, this thread's place in it, and the barrier its warps meet at.
 #[derive(Clone, Copy)]
 pub struct Team {
