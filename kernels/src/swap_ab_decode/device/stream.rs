@@ -44,12 +44,11 @@
 //! the running O^T is the wgmma accumulator itself, kept in registers across the tiles and
 //! scaled by alpha before each tile's MMA (32 multiplies a thread, 64 with two teams,
 //! instead of a shared-memory partial read, scaled and written back every tile), and the
-//! partial is
-//! written once, over the KV tile. On sm_100a each tile's O^T lands in tensor memory and
-//! stage 6 folds it into a partial in its own shared-memory buffer (32 KiB). The
-//! accumulation order is fixed (each worker's tiles in row order, SWA first; the merge in
-//! partial order), so the output is bitwise deterministic. 32 heads take two CTAs, which read the
-//! same records (the second from L2 when the two run together).
+//! partial is written once, over the KV tile. On sm_100a each tile's O^T lands in tensor
+//! memory and stage 6 folds it into a partial in its own shared-memory buffer (32 KiB).
+//! The accumulation order is fixed (each worker's tiles in row order, SWA first; the merge
+//! in partial order), so the output is bitwise deterministic. 32 heads take two CTAs, which
+//! read the same records (the second from L2 when the two run together).
 //!
 //! Why two teams (sm_90a): one team of 16 warps runs each tile as one dependent chain in
 //! lockstep (dequant, barrier, S on two warpgroups while two wait, softmax, O, barrier), so
@@ -62,15 +61,15 @@
 //! their dequants and MMAs take turns. They share Q, the staged slot ids and the
 //! cos/sin row; each writes its partial over its own KV tile and the merge folds the two
 //! like two peers of a cluster (`kernel::merge_stages`, [`Plan::partials`]). A team's
-//! O^T is 64 accumulator registers a thread (512 dims x 32 columns over 256 threads, against
-//! 32 with one team); the dequant reads each 16-byte chunk of the stage as it goes rather
+//! O^T is 64 accumulator registers a thread (512 dims x 32 columns over 256 threads,
+//! against 32 with one team); the dequant reads each 16-byte chunk of the stage as it goes rather
 //! than all eight at once, which keeps the teams' kernels at 123-127 registers with no
 //! spill. The two teams' buffers take 220-225 KiB: with NVFP4 compressed records (loaded
 //! into registers a tile ahead, beside the 64 accumulator registers) and on sm_100a (whose
 //! partial has its own buffer and which has no stage) the CTA stays one team. On the H100
 //! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
-//! rounds; copy bandwidth 2980-3018 GB/s), two teams started together measured 0.964x at H=16
-//! NE 512 s_q 512, 0.943x at s_q 128, 0.896x for `stream2` at s_q 64, 0.989x for `stream3`
+//! rounds; copy bandwidth 2980-3018 GB/s), two teams started together measured 0.964x at
+//! H=16 NE 512 s_q 512, 0.943x at s_q 128, 0.896x for `stream2` at s_q 64, 0.989x for `stream3`
 //! at s_q 32, 0.975x at H=32 and 0.948x at NE 1024 s_q 512; staggered (in a second A/B of
 //! the same run), 0.948x, 0.914x, 0.988x and 0.966x (s_q 512, 128, 32 and H=32). The
 //! README has the H200 figures of the kernel as it is.
