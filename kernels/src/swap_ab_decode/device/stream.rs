@@ -66,13 +66,12 @@
 //! than all eight at once, which keeps the teams' kernels at 123-127 registers with no
 //! spill. The two teams' buffers take 220-225 KiB: with NVFP4 compressed records (loaded
 //! into registers a tile ahead, beside the 64 accumulator registers) and on sm_100a (whose
-//! partial has its own buffer and which has no stage) the CTA stays one team. On the H100
+//! partial has its own buffer and which has no stage) the CTA stays one team. On an H100
 //! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
-//! rounds; copy bandwidth 2980-3018 GB/s), two teams started together measured 0.964x at
-//! H=16 NE 512 s_q 512, 0.943x at s_q 128, 0.896x for `stream2` at s_q 64, 0.989x for `stream3`
-//! at s_q 32, 0.975x at H=32 and 0.948x at NE 1024 s_q 512; staggered (in a second A/B of
-//! the same run), 0.948x, 0.914x, 0.988x and 0.966x (s_q 512, 128, 32 and H=32). The
-//! README has the H200 figures of the kernel as it is.
+//! rounds) two staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128,
+//! 0.893x for `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one
+//! or two tiles), 0.964x at H=32 and 0.939x at NE 1024 s_q 512; started together, 0-4%
+//! slower than staggered (the README has the table).
 //!
 //! Why clusters of streamed CTAs: a CTA's 128-row tile takes about 7.4 us on the H200
 //! whether or not the SM has other work, so a step whose tokens leave SMs idle is bound by
