@@ -145,7 +145,7 @@ impl Plan {
     }
 
     /// sm_90: the scores `[kv_rows, H]` f32 in shared memory, where sm_100 keeps them in
-    /// TMEM. It takes P's bytes (both are 512 H bytes): every thread has read its scores
+    /// TMEM. It takes P's bytes (both are 4 H bytes a row): every thread has read its scores
     /// before the column max's barrier, after which P is written. Rows of 64 or 128 bytes
     /// swizzled by their 16-byte pieces, so that the row-per-thread reads of eight lanes
     /// fall in distinct banks.
@@ -215,5 +215,53 @@ impl HeadGroup {
             Some(first) => first + local,
             None => local,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swap_ab_decode::swap_ab_decode;
+
+    /// Where the plan gives a CTA two teams, their buffers fit: the estimate in
+    /// `two_teams_fit` never lets a key trace past the shared memory a CTA may take, and
+    /// it gives one team only where the slot ids leave too little room.
+    #[test]
+    fn two_teams_only_where_their_buffers_fit() {
+        let key = |extra_width, ctas| CompileKey {
+            heads: 16,
+            swa_width: 128,
+            extra_width,
+            extra_record: ExtraRecord::Fp8,
+            swa_page: 64,
+            extra_page: 64,
+            target: Target::Sm90a,
+            schedule: Schedule::Streamed { ctas },
+        };
+        let mut teams_seen = Vec::new();
+        for extra_width in [0, 300, 512, 1024, 1536, 1600, 2048] {
+            for ctas in [1, 4] {
+                let key = key(extra_width, ctas);
+                if key.validate().is_err() {
+                    continue;
+                }
+                let plan = Plan::new(&key);
+                let kernel = swap_ab_decode(key.target, &key).unwrap_or_else(|e| panic!("{e}"));
+                assert!(kernel.smem_bytes <= Target::Sm90a.max_smem_bytes(), "{key}");
+                teams_seen.push((extra_width, plan.teams));
+            }
+        }
+        assert!(teams_seen.contains(&(1024, 2)), "{teams_seen:?}");
+        assert!(teams_seen.contains(&(2048, 1)), "{teams_seen:?}");
+        let nvfp4 = CompileKey {
+            extra_record: ExtraRecord::Nvfp4,
+            ..key(512, 1)
+        };
+        assert_eq!(Plan::new(&nvfp4).teams, 1);
+        let sm100 = CompileKey {
+            target: Target::Sm100a,
+            ..key(512, 1)
+        };
+        assert_eq!(Plan::new(&sm100).teams, 1);
     }
 }
