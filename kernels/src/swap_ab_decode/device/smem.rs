@@ -15,10 +15,6 @@ use crate::swap_ab_decode::{HEAD_DIM, ROPE_DIM};
 pub struct Buffers {
     /// `[kv_rows, 512]` bf16 KV tile (K-major SW128).
     pub kv: SmemTile,
-    /// The fp32 partial `[H, 512]`: over the KV tile's bytes when it is written after the
-    /// team's last tile (split; streamed on sm_90a), its own buffer when each tile folds
-    /// into it (streamed on sm_100a).
-    pub partial: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
     /// `[2H, kv_rows]` bf16 P hi | lo (MN-major); on sm_90a over the scores stand-in, in the
@@ -39,7 +35,9 @@ pub struct Buffers {
     pub rows: u32,
     /// This team's index: its entry of `stats` while it streams.
     pub team: u32,
-    /// Every team's partial, by team, for the merge.
+    /// Every team's fp32 partial `[H, 512]`, by team: over the team's KV tile's bytes when
+    /// it is written after the team's last tile (split; streamed on sm_90a), its own buffer
+    /// when each tile folds into it (streamed on sm_100a).
     pub partials: Vec<SmemTile>,
 }
 
@@ -118,7 +116,6 @@ impl Buffers {
         (0..teams.len())
             .map(|t| Buffers {
                 kv: kv[t].clone(),
-                partial: partials[t].clone(),
                 q: q.clone(),
                 p: p[t].clone(),
                 valid: valid[t].clone(),
@@ -142,6 +139,11 @@ impl Buffers {
         }
     }
 
+    /// This team's partial ([`Buffers::partials`]).
+    pub fn partial(&self) -> &SmemTile {
+        &self.partials[self.team as usize]
+    }
+
     /// This team's running statistic `which` (0: max, 1: sum) of `head`, while it streams.
     #[track_caller]
     pub fn running_stat(&self, which: u32, head: impl Index) -> Smem {
@@ -156,7 +158,7 @@ impl Buffers {
         let pieces = plan.heads * dims / 4;
         for z in 0..pieces / team.threads {
             let first = (team.tid + z * team.threads) * 4;
-            store_vec(self.partial.at(first / dims, first % dims), [zero; 4]);
+            store_vec(self.partial().at(first / dims, first % dims), [zero; 4]);
         }
     }
 }

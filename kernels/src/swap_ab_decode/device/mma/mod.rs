@@ -322,7 +322,7 @@ fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
             4,
         )
     });
-    buf.partial
+    buf.partial()
         .view(checked("O^T over the partial", layout))
         .tensor::<f32>()
 }
