@@ -5,9 +5,7 @@ use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, Int, Layout, LayoutError, Swizzle, canonical};
 
 use crate::swap_ab_decode::key::Schedule;
-use crate::swap_ab_decode::{
-    CompileKey, ExtraRecord, FP8_RECORD, HEAD_DIM, ROPE_DIM, THREADS, TILE,
-};
+use crate::swap_ab_decode::{CompileKey, FP8_RECORD, HEAD_DIM, ROPE_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
 #[derive(Clone, Debug)]
@@ -169,15 +167,14 @@ impl Plan {
 }
 
 /// Whether two teams' buffers fit a CTA's shared memory beside the shared ones (sm_90a,
-/// streamed, fp8 compressed records): each team's KV tile, records' stage, scores and
-/// softmax scratch, and once Q, the slot ids of both lists, the statistics of every
-/// partial and the cos/sin row, with 1 KiB for alignment. NVFP4 compressed records load into
-/// registers (`stream.rs`), which beside two teams' O^T accumulators do not fit.
+/// streamed): each team's KV tile, records' stage (528 bytes a row, fp8 or NVFP4),
+/// scores and softmax scratch, and once Q, the slot ids of both lists, the statistics of
+/// every partial and the cos/sin row, with 1 KiB for alignment.
 fn two_teams_fit(key: &CompileKey) -> bool {
     let Schedule::Streamed { ctas } = key.schedule else {
         return false;
     };
-    if key.target != Target::Sm90a || key.extra_record != ExtraRecord::Fp8 {
+    if key.target != Target::Sm90a {
         return false;
     }
     let heads = key.mma_heads();
@@ -221,46 +218,45 @@ impl HeadGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::swap_ab_decode::swap_ab_decode;
+    use crate::swap_ab_decode::{ExtraRecord, swap_ab_decode};
 
     /// Where the plan gives a CTA two teams, their buffers fit: the estimate in
     /// `two_teams_fit` never lets a key trace past the shared memory a CTA may take, and
     /// it gives one team only where the slot ids leave too little room.
     #[test]
     fn two_teams_only_where_their_buffers_fit() {
-        let key = |extra_width, ctas| CompileKey {
+        let key = |extra_record, extra_width, ctas| CompileKey {
             heads: 16,
             swa_width: 128,
             extra_width,
-            extra_record: ExtraRecord::Fp8,
+            extra_record,
             swa_page: 64,
             extra_page: 64,
             target: Target::Sm90a,
             schedule: Schedule::Streamed { ctas },
         };
         let mut teams_seen = Vec::new();
-        for extra_width in [0, 300, 512, 1024, 1536, 1600, 2048] {
-            for ctas in [1, 4] {
-                let key = key(extra_width, ctas);
-                if key.validate().is_err() {
-                    continue;
+        for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
+            for extra_width in [0, 300, 512, 1024, 1536, 1600, 2048] {
+                for ctas in [1, 4] {
+                    let key = key(record, extra_width, ctas);
+                    if key.validate().is_err() {
+                        continue;
+                    }
+                    let plan = Plan::new(&key);
+                    let kernel = swap_ab_decode(key.target, &key).unwrap_or_else(|e| panic!("{e}"));
+                    assert!(kernel.smem_bytes <= Target::Sm90a.max_smem_bytes(), "{key}");
+                    teams_seen.push((record, extra_width, plan.teams));
                 }
-                let plan = Plan::new(&key);
-                let kernel = swap_ab_decode(key.target, &key).unwrap_or_else(|e| panic!("{e}"));
-                assert!(kernel.smem_bytes <= Target::Sm90a.max_smem_bytes(), "{key}");
-                teams_seen.push((extra_width, plan.teams));
             }
         }
-        assert!(teams_seen.contains(&(1024, 2)), "{teams_seen:?}");
-        assert!(teams_seen.contains(&(2048, 1)), "{teams_seen:?}");
-        let nvfp4 = CompileKey {
-            extra_record: ExtraRecord::Nvfp4,
-            ..key(512, 1)
-        };
-        assert_eq!(Plan::new(&nvfp4).teams, 1);
+        for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {
+            assert!(teams_seen.contains(&(record, 1024, 2)), "{teams_seen:?}");
+            assert!(teams_seen.contains(&(record, 2048, 1)), "{teams_seen:?}");
+        }
         let sm100 = CompileKey {
             target: Target::Sm100a,
-            ..key(512, 1)
+            ..key(ExtraRecord::Fp8, 512, 1)
         };
         assert_eq!(Plan::new(&sm100).teams, 1);
     }

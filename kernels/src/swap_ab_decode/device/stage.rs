@@ -18,7 +18,8 @@ use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::FP8_RECORD;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
 
-/// A team's stage `[kv_rows, 528]` bytes (a tile of fp8 records) and its barrier.
+/// A team's stage `[kv_rows, 528]` bytes (a tile of records, fp8 or NVFP4: 528 bytes hold
+/// either) and its barrier.
 pub struct RawRows {
     records: SmemTile,
     full: Mbarrier,
@@ -88,11 +89,26 @@ impl RawRows {
     /// them all.
     #[track_caller]
     pub fn gathered(&self, list: &KvList, map: &RowMap, slot: &Slot) -> Gathered {
-        assert!(!list.is_fp4(), "the stage holds fp8 records only");
         let valid = names_a_record(list, slot.id);
-        let row_chunks = list.row_bytes() / CHUNK_BYTES as u32;
-        let at = self.records.at(map.row, 4 * row_chunks);
-        let scale_words = load_vec_if::<u32, 4, _>(at, valid, 0u32, LoadOpts::default()).to_vec();
+        let row_words = list.row_bytes() / 4;
+        let scale_words = if list.is_fp4() {
+            // As `gather` takes them: chunk k's two e4m3 scales lie in one word.
+            (0..list.row_bytes() / CHUNK_BYTES as u32 / map.per_row)
+                .map(|k| {
+                    let word = row_words + map.part / 2 + map.per_row / 2 * k;
+                    let [scales] = load_vec_if::<u32, 1, _>(
+                        self.records.at(map.row, word),
+                        valid,
+                        0u32,
+                        LoadOpts::default(),
+                    );
+                    scales
+                })
+                .collect()
+        } else {
+            let at = self.records.at(map.row, row_words);
+            load_vec_if::<u32, 4, _>(at, valid, 0u32, LoadOpts::default()).to_vec()
+        };
         Gathered {
             valid,
             kv_words: Vec::new(),

@@ -15,12 +15,13 @@
 //!    - KV dequant -> shared `[rows, 512]` bf16 from the records;
 //!    - the next tile's records are issued, so they are in flight while this tile computes
 //!      (the software pipeline: the records of tile t + 1 arrive during stages 3-6 of tile
-//!      t). With fp8 compressed records on sm_90a each row's record comes whole by one
-//!      bulk copy (`cp.async.bulk`, issued by lanes of warps 8-15 once the dequant's
-//!      barrier has passed) into a shared-memory stage `[128, 528]` bytes, completing on
-//!      an mbarrier that the next dequant waits on ([`RawRows`]); with NVFP4 compressed
-//!      records, and on sm_100a (whose streamed partial has its own buffer, so the stage
-//!      does not fit), every thread loads its chunks into registers;
+//!      t). On sm_90a with fp8 compressed records, or with two teams, each row's record
+//!      comes whole by one bulk copy (`cp.async.bulk`, issued by lanes of the team's
+//!      second half of warps once the dequant's barrier has passed) into a shared-memory stage
+//!      `[rows, 528]` bytes, completing on an mbarrier that the next dequant waits on
+//!      ([`RawRows`]); with NVFP4 compressed records in one team, and on sm_100a (whose
+//!      streamed partial has its own buffer, so the stage does not fit), every thread
+//!      loads its chunks into registers;
 //!    - 3-4 as in the split schedule (S = KV . Q^T, softmax down each column with P =
 //!      hi + lo), but against the running max M' = max(M, tile max): the column's first
 //!      thread records alpha = 2^(M - M') and M' for its heads;
@@ -64,9 +65,13 @@
 //! O^T is 64 accumulator registers a thread (512 dims x 32 columns over 256 threads,
 //! against 32 with one team); the dequant reads each 16-byte chunk of the stage as it goes rather
 //! than all eight at once, which keeps the teams' kernels at 123-127 registers with no
-//! spill. The two teams' buffers take 220-225 KiB: with NVFP4 compressed records (loaded
-//! into registers a tile ahead, beside the 64 accumulator registers) and on sm_100a (whose
-//! partial has its own buffer and which has no stage) the CTA stays one team. On an H100
+//! spill. The two teams' buffers take 220-225 KiB; on sm_100a (whose partial has its own
+//! buffer and which has no stage) the CTA stays one team. NVFP4 compressed records, which
+//! one team loads into registers a tile ahead, come through the stage with two teams (their
+//! 288-byte records in its 528-byte rows): a tile in registers does not fit beside the 64
+//! accumulator registers. On an H100 that took 10-16% off NVFP4 at s_q 64-512 against one
+//! team's register loads (0.844x at NE 1024 s_q 512, 0.896x at NE 512) and left NVFP4
+//! within 1.5% of fp8 a launch (the README has the table). On an H100
 //! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
 //! rounds) two staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128,
 //! 0.893x for `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one
@@ -90,9 +95,9 @@
 //! H200 that took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off
 //! `stream2` at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable
 //! off `stream3` at 32 tokens NE 512 (the README has the figures). With NVFP4 records,
-//! whose loads are half the bytes, the stage measured slower in most shapes (up to 7%;
-//! for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at 128 tokens)
-//! and is not used. Copying half or three quarters of a tile's rows and
+//! whose loads are half the bytes, the stage measured slower in one team in most shapes
+//! (up to 7%; for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at
+//! 128 tokens) and one team does not use it. Copying half or three quarters of a tile's rows and
 //! loading the rest into registers (the stage sized to what fits beside the rest)
 //! measured between 0.96x and 1.08x the register loads. The stage's bytes come from the
 //! scores stand-in, which now shares P's (`Plan::scores_layout`).
@@ -205,12 +210,13 @@ pub(super) fn run(
     for team_buf in bufs {
         reset_running(plan, team_buf, tid);
     }
-    // With NVFP4 compressed records the stage measured slower on the H200 (for both lists
-    // or for the SWA list alone): their loads are half the bytes.
-    let fp8_records = ctx.extra.record == ExtraRecord::Fp8;
+    // With NVFP4 compressed records one team's loads into registers measured faster on the
+    // H200 than the stage (for both lists or for the SWA list alone): their loads are half
+    // the bytes. Two teams have no registers to spare for a tile ahead.
+    let stage_records = ctx.extra.record == ExtraRecord::Fp8 || plan.teams > 1;
     let raws: Vec<Option<RawRows>> = (0..plan.teams)
         .map(|t| {
-            fp8_records
+            stage_records
                 .then(|| RawRows::allocate_if_it_fits(plan, t, tid))
                 .flatten()
         })
@@ -537,11 +543,12 @@ impl<'a> TileSource<'a> {
 }
 
 /// How the streamed tiles scale fp8 records: one multiply a pair where the compressed
-/// records are fp8 too. With NVFP4 compressed records only the SWA list is fp8 (one tile of a
-/// token's five at NK 128), and one multiply there made ptxas spill 16 bytes at the
-/// 128-register cap, so that kernel keeps two.
+/// records are fp8 too, or where two teams stage every record. With NVFP4 compressed records
+/// in one team's registers only the SWA list is fp8 (one tile of a token's five at NK
+/// 128), and one multiply there made ptxas spill 16 bytes at the 128-register cap, so
+/// that kernel keeps two.
 fn fp8_dequant<'a>(ctx: &Ctx<'_>, reload: &'a dyn Fn(usize) -> [Val<u32>; 4]) -> Fp8Dequant<'a> {
-    if ctx.extra.record == ExtraRecord::Fp8 {
+    if ctx.extra.record == ExtraRecord::Fp8 || ctx.plan.teams > 1 {
         Fp8Dequant::OneMultiply { reload }
     } else {
         Fp8Dequant::TwoMultiplies
