@@ -158,7 +158,8 @@ pub(crate) fn emit_effect(op: Op) {
 }
 
 /// A binary op with a new destination register; an integer op with an identity immediate
-/// (`x + 0`, `x * 1`, `x << 0`, ..) folds to `x` at trace time.
+/// (`x + 0`, `x * 1`, `x << 0`, ..) folds to `x` at trace time, and an unsigned division or
+/// remainder by a power of two becomes a shift or a mask ([`strength_reduced`]).
 #[track_caller]
 pub(crate) fn binary(op: BinaryOp, ty: Ty, a: Operand, b: Operand) -> Reg {
     if let (Operand::Reg(x), Operand::Imm(imm)) = (a, b) {
@@ -171,8 +172,26 @@ pub(crate) fn binary(op: BinaryOp, ty: Ty, a: Operand, b: Operand) -> Reg {
         if !ty.is_float() && ty != Ty::Pred && identity == Some(imm) {
             return x;
         }
+        if let Some((op, imm)) = strength_reduced(op, ty, imm) {
+            let b = Operand::Imm(imm);
+            return emit(ty, |dst| Op::Alu(AluOp::Binary { op, ty, dst, a, b }));
+        }
     }
     emit(ty, |dst| Op::Alu(AluOp::Binary { op, ty, dst, a, b }))
+}
+
+/// `x / 2^k` as `x >> k` and `x % 2^k` as `x & (2^k - 1)` for unsigned `x`: ptxas (13.5)
+/// assembles `div.u32 x, 2` as its division by a register (I2F, MUFU.RCP and seven integer
+/// ops), not as a shift.
+fn strength_reduced(op: BinaryOp, ty: Ty, imm: u64) -> Option<(BinaryOp, u64)> {
+    if !matches!(ty, Ty::U32 | Ty::U64) || !imm.is_power_of_two() {
+        return None;
+    }
+    match op {
+        BinaryOp::Div => Some((BinaryOp::Shr, u64::from(imm.trailing_zeros()))),
+        BinaryOp::Rem => Some((BinaryOp::And, imm - 1)),
+        _ => None,
+    }
 }
 
 impl<T: Scalar> Val<T> {
