@@ -125,7 +125,9 @@ pub fn load_slot(list: &KvList, token: Val<u32>, map: &RowMap, row0: Val<u32>) -
 /// Streamed schedule, stage 1: copies this token's `list.width` slot ids into `ids`
 /// (`[width]` i32), -1 from row `limit` ([`load_limit`]) on, so that each tile's gather
 /// waits on a shared-memory load rather than a global one ahead of its record loads, and
-/// needs no limit of its own.
+/// needs no limit of its own. The ids are loaded across the list's width, as [`load_slot`]
+/// loads them, and masked by the limit after: loads predicated on the limit would wait for
+/// the length's load first.
 #[device]
 pub fn stage_slot_ids(
     list: &KvList,
@@ -137,9 +139,10 @@ pub fn stage_slot_ids(
     let view = cache::slot_list_view(&list.idx);
     for k in 0..list.width.div_ceil(THREADS as u32) {
         let pos = tid + k * THREADS as u32;
+        let listed = pos < list.width;
+        let [id] = load_vec_if::<i32, 1, _>(view.at((token, pos)), listed, -1i32, NC);
         let live = pos.cast::<i32>() < limit;
-        let [id] = load_vec_if::<i32, 1, _>(view.at((token, pos)), live, -1i32, NC);
-        store_if(ids.at1(pos), id, pos < list.width);
+        store_if(ids.at1(pos), live.select(id, -1i32), listed);
     }
 }
 
