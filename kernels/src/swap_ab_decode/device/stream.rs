@@ -107,7 +107,8 @@
 //! the record loads below the softmax) exposed that latency in every tile; from shared
 //! memory the record loads issue at once, with no register held for a list's length. On
 //! the H200 that took 4-8% off the one-CTA schedule with fp8 records (the README has the
-//! figures).
+//! figures). Stage 1 loads them across the list's width and masks them by its length as it
+//! stores them ([`stage_slot_ids`]), so that they need not wait for the length's load.
 //!
 //! Why one multiply a pair in the fp8 dequant (`Fp8Dequant::OneMultiply`): the dequant is
 //! the loop's most issue-bound stage (all 16 warps at once, between two barriers), and
