@@ -161,7 +161,7 @@ pub(crate) fn emit_effect(op: Op) {
 /// (`x + 0`, `x * 1`, `x << 0`, ..) folds to `x` at trace time, and an unsigned division or
 /// remainder by a power of two becomes a shift or a mask ([`strength_reduced`]).
 #[track_caller]
-pub(crate) fn binary(op: BinaryOp, ty: Ty, a: Operand, b: Operand) -> Reg {
+pub(crate) fn binary(mut op: BinaryOp, ty: Ty, a: Operand, mut b: Operand) -> Reg {
     if let (Operand::Reg(x), Operand::Imm(imm)) = (a, b) {
         let identity = match op {
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Or | BinaryOp::Xor => Some(0),
@@ -172,9 +172,8 @@ pub(crate) fn binary(op: BinaryOp, ty: Ty, a: Operand, b: Operand) -> Reg {
         if !ty.is_float() && ty != Ty::Pred && identity == Some(imm) {
             return x;
         }
-        if let Some((op, imm)) = strength_reduced(op, ty, imm) {
-            let b = Operand::Imm(imm);
-            return emit(ty, |dst| Op::Alu(AluOp::Binary { op, ty, dst, a, b }));
+        if let Some((reduced, imm)) = strength_reduced(op, ty, imm) {
+            (op, b) = (reduced, Operand::Imm(imm));
         }
     }
     emit(ty, |dst| Op::Alu(AluOp::Binary { op, ty, dst, a, b }))
