@@ -91,12 +91,8 @@ impl Team {
     /// (`stream.rs` has the figures).
     #[device]
     pub fn wait_for_the_first_team(&self, done: Val<u32>) {
-        if let Some(stagger) = self.stagger {
-            if self.index == 1 {
-                if done == 0u32 {
-                    stagger.sync();
-                }
-            }
+        if self.index == 1 {
+            self.stagger_turn(done);
         }
     }
 
@@ -104,12 +100,8 @@ impl Team {
     /// dequant (`done` is 0): it signals once and does not wait.
     #[device]
     pub fn first_dequant_done(&self, done: Val<u32>) {
-        if let Some(stagger) = self.stagger {
-            if self.index == 0 {
-                if done == 0u32 {
-                    stagger.arrive();
-                }
-            }
+        if self.index == 0 {
+            self.stagger_turn(done);
         }
     }
 
@@ -117,6 +109,13 @@ impl Team {
     /// at the stagger barrier now, so that the other is not left waiting.
     #[device]
     pub fn streamed_no_tile(&self, done: Val<u32>) {
+        self.stagger_turn(done);
+    }
+
+    /// This team's one turn at the stagger barrier, while `done` is 0: the first team
+    /// arrives and goes on, the second waits for it. Nothing with one team.
+    #[device]
+    fn stagger_turn(&self, done: Val<u32>) {
         if let Some(stagger) = self.stagger {
             if done == 0u32 {
                 if self.index == 0 {
