@@ -282,7 +282,7 @@ fn run(args: Args) -> Result<bool, Stop> {
         );
     }
     let run: EngineRun = match &device {
-        Some(d) => run_gpu(d, &case.problem, true)?,
+        Some(d) => run_gpu(d, &case.problem, true, None)?,
         None => {
             let options = Options {
                 progress: Some(report_progress),

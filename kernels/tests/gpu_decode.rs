@@ -48,10 +48,15 @@ fn gpu(target: Target) -> Option<Arc<Device>> {
 
 /// Runs `case` on the GPU (debug entry: the pre-cast output is checked too); the report
 /// line, or the failure.
-fn check_on_gpu(dev: &Arc<Device>, case: &DecodeCase) -> Result<String, String> {
+fn check_on_gpu(
+    dev: &Arc<Device>,
+    case: &DecodeCase,
+    sm_budget: Option<usize>,
+) -> Result<String, String> {
     let key = case.problem.key;
     let want = reference(&case.problem).map_err(|e| format!("{key} {}: {e}", case.name))?;
-    let run = run_gpu(dev, &case.problem, true).map_err(|e| format!("{key} {}: {e}", case.name))?;
+    let run = run_gpu(dev, &case.problem, true, sm_budget)
+        .map_err(|e| format!("{key} {}: {e}", case.name))?;
     let report = compare(&want, &run.out, run.precast.as_deref());
     let line = format!(
         "{key} {:<28} s_q {:>3}: {:.3}% codes one step off, {} (+{} ambiguous) scale diffs, worst head error/bound {:.3}",
@@ -72,9 +77,14 @@ fn check_on_gpu(dev: &Arc<Device>, case: &DecodeCase) -> Result<String, String> 
 }
 
 fn run_all(dev: &Arc<Device>, cases: Vec<DecodeCase>) {
+    run_all_on(dev, cases, None);
+}
+
+/// [`run_all`] with persistent grids sized to `sm_budget` SMs.
+fn run_all_on(dev: &Arc<Device>, cases: Vec<DecodeCase>, sm_budget: Option<usize>) {
     let mut failures = Vec::new();
     for case in &cases {
-        match check_on_gpu(dev, case) {
+        match check_on_gpu(dev, case, sm_budget) {
             Ok(line) => eprintln!("{line}"),
             Err(e) => failures.push(e),
         }
@@ -185,7 +195,7 @@ fn gpu_decode_is_bitwise_identical_over_three_launches() {
     };
     let case = realistic(64);
     let runs: Vec<OutputBuffers> = (0..3)
-        .map(|_| run_gpu(&dev, &case.problem, false).unwrap().out)
+        .map(|_| run_gpu(&dev, &case.problem, false, None).unwrap().out)
         .collect();
     assert!(
         runs.windows(2).all(|w| w[0] == w[1]),
@@ -194,6 +204,46 @@ fn gpu_decode_is_bitwise_identical_over_three_launches() {
     let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
     assert!(report.ok(), "{report}");
     eprintln!("gpu_decode_is_bitwise_identical_over_three_launches: 3 launches, identical bytes");
+}
+
+/// A persistent grid (a streamed key of one CTA a token, more tokens than SMs) gives the
+/// same bytes over launches and whatever SM budget sizes it: down to one CTA taking every
+/// token.
+#[test]
+fn gpu_decode_persistent_grid_is_bitwise_identical_for_any_sm_budget() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let key = snapshot_keys(Target::Sm90a)
+        .into_iter()
+        .find(|k| {
+            k.to_string()
+                .starts_with("h16_nk128_ne512_fp8_p64x64_stream_")
+        })
+        .unwrap();
+    let spec = CaseSpec {
+        key,
+        s_q: 300,
+        adversarial: false,
+    };
+    let case = generate(22, &spec).unwrap();
+    let budgets = [None, None, Some(7), Some(1)];
+    let runs: Vec<OutputBuffers> = budgets
+        .iter()
+        .map(|&sms| run_gpu(&dev, &case.problem, false, sms).unwrap().out)
+        .collect();
+    assert!(
+        runs.windows(2).all(|w| w[0] == w[1]),
+        "outputs differ between launches or SM budgets"
+    );
+    let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
+    assert!(report.ok(), "{report}");
+    let refused = SwapAbDecode::new(dev.clone()).unwrap().with_sm_budget(0);
+    assert!(matches!(refused, Err(DecodeError::SmBudget { .. })));
+    eprintln!(
+        "gpu_decode_persistent_grid_is_bitwise_identical_for_any_sm_budget: {key}, 300 tokens, \
+         the device's SMs twice, 7 and 1: identical bytes"
+    );
 }
 
 #[test]
@@ -351,12 +401,12 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
     eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
 }
 
-/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): seven
+/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): eight
 /// keys (split: 16 heads fp8 in full and in half tiles, 32 heads NVFP4 with NE 1024, the
-/// one-CTA cluster; streamed: 16 heads fp8 by one CTA and by a cluster of two, SWA only) on
-/// the edge cases
-/// that stress bounds (ids past the end, invalid ids, padded heads and cache blocks) plus a
-/// 3-token generated case each.
+/// one-CTA cluster; streamed: 16 heads fp8 by one CTA and by a cluster of two, SWA only,
+/// NVFP4 by one CTA) on
+/// the edge cases that stress bounds (ids past the end, invalid ids, padded heads and cache
+/// blocks) plus a 3-token generated case each, with persistent grids of two CTAs.
 #[test]
 fn gpu_decode_sanitizer_batch() {
     let Some(dev) = gpu(Target::Sm90a) else {
@@ -407,7 +457,9 @@ fn gpu_decode_sanitizer_batch() {
             .unwrap(),
         );
     }
-    run_all(&dev, cases);
+    // Two SMs: a streamed CTA of one a token takes tokens 0 and 2 of three, so the
+    // sanitizers see a CTA go on to its next token.
+    run_all_on(&dev, cases, Some(2));
 }
 
 #[test]

@@ -267,14 +267,19 @@ impl CompileKey {
         self.heads.div_ceil(self.max_heads_per_cluster())
     }
 
-    /// The launch grid for `tokens` query tokens: (C, s_q, head groups), a cluster of C
-    /// CTAs per token and group of heads.
-    pub fn grid(&self, tokens: usize) -> [u32; 3] {
-        [
-            self.cluster_size() as u32,
-            tokens as u32,
-            self.head_groups() as u32,
-        ]
+    /// The launch grid for `tokens` query tokens on a device of `sms` SMs: (C, Y, head
+    /// groups), a cluster of C CTAs per token and group of heads. Y is s_q, except where a
+    /// streamed key runs one CTA a token: then the grid is persistent, Y as many tokens as
+    /// the SMs hold at once (one CTA an SM), and each CTA walks tokens y, y + Y, ... so that
+    /// it loads the next token's inputs and first records while it merges the current one
+    /// (`device/stream.rs`).
+    pub fn grid(&self, tokens: usize, sms: usize) -> [u32; 3] {
+        let groups = self.head_groups();
+        let rows = match self.schedule {
+            Schedule::Streamed { ctas: 1 } => tokens.min((sms / groups).max(1)),
+            _ => tokens,
+        };
+        [self.cluster_size() as u32, rows as u32, groups as u32]
     }
 
     /// Live heads one cluster computes.
@@ -447,18 +452,39 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn head_groups_and_padding() {
-        let key = |heads| CompileKey {
+    /// A V4.1 layer's key (NK 128, NE 512 fp8) with `heads`, on `target`, by `schedule`.
+    fn layer(heads: usize, target: Target, schedule: Schedule) -> CompileKey {
+        CompileKey {
             heads,
             swa_width: 128,
             extra_width: 512,
             extra_record: ExtraRecord::Fp8,
             swa_page: 64,
             extra_page: 64,
-            target: Target::Sm100a,
-            schedule: Schedule::SPLIT,
-        };
+            target,
+            schedule,
+        }
+    }
+
+    #[test]
+    fn only_one_cta_a_token_makes_a_persistent_grid() {
+        let key = |heads, schedule| layer(heads, Target::Sm90a, schedule);
+        let streamed = key(16, Schedule::STREAMED);
+        assert_eq!(streamed.grid(512, 132), [1, 132, 1]);
+        assert_eq!(streamed.grid(100, 132), [1, 100, 1]);
+        // Two head groups share the SMs; a budget below the groups still runs one CTA each.
+        assert_eq!(key(32, Schedule::STREAMED).grid(512, 132), [1, 66, 2]);
+        assert_eq!(key(32, Schedule::STREAMED).grid(512, 1), [1, 1, 2]);
+        assert_eq!(
+            key(16, Schedule::Streamed { ctas: 3 }).grid(512, 132),
+            [3, 512, 1]
+        );
+        assert_eq!(key(16, Schedule::SPLIT).grid(512, 132)[1], 512);
+    }
+
+    #[test]
+    fn head_groups_and_padding() {
+        let key = |heads| layer(heads, Target::Sm100a, Schedule::SPLIT);
         assert_eq!((key(8).head_groups(), key(8).mma_heads()), (1, 16));
         assert_eq!((key(16).head_groups(), key(16).mma_heads()), (1, 16));
         assert_eq!((key(32).head_groups(), key(32).mma_heads()), (1, 32));

@@ -9,7 +9,9 @@ use kestrel::core::interp::{
 };
 use kestrel::core::ir::Kernel;
 use kestrel::kernels::swap_ab_decode::case_file::{self, CaseFileError};
-use kestrel::kernels::swap_ab_decode::engine::{EngineError, EngineRun, interpret_kernel};
+use kestrel::kernels::swap_ab_decode::engine::{
+    EngineError, EngineRun, INTERPRETER_SMS, interpret_kernel,
+};
 use kestrel::kernels::swap_ab_decode::host::MAX_TOKENS;
 use kestrel::kernels::swap_ab_decode::{
     CaseSpec, CompileKey, DecodeCase, ReferenceOutput, compare, generate, reference,
@@ -48,7 +50,7 @@ pub fn run(args: &RunArgs) -> Outcome {
         ))
     })?;
     let kernel = trace(&key, true)?;
-    let grid = key.grid(problem.s_q());
+    let grid = key.grid(problem.s_q(), INTERPRETER_SMS);
     let threads = kernel.threads_per_cta();
     let stages = match &args.stage {
         Some(text) => matching_stages(&kernel, text)?,

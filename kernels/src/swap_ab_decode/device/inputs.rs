@@ -122,31 +122,41 @@ pub fn load_slot(list: &KvList, token: Val<u32>, map: &RowMap, row0: Val<u32>) -
     Slot { id, pos }
 }
 
-/// Streamed schedule, stage 1: copies this token's `list.width` slot ids into `ids`
-/// (`[width]` i32), -1 from row `limit` ([`load_limit`]) on, so that each tile's gather
-/// waits on a shared-memory load rather than a global one ahead of its record loads, and
-/// needs no limit of its own. The ids are loaded across the list's width, as [`load_slot`]
-/// loads them, and masked by the limit after: loads predicated on the limit would wait for
-/// the length's load first.
+/// Streamed schedule, stage 1: this thread's share of the token's `list.width` slot ids
+/// (-1 past the width), for [`store_slot_ids`]. They are loaded across the list's width, as
+/// [`load_slot`] loads them, and masked by the limit as they are stored: loads predicated
+/// on the limit would wait for the length's load first.
 #[device]
-pub fn stage_slot_ids(
+pub fn load_slot_ids(list: &KvList, token: Val<u32>, tid: Val<u32>) -> Vec<Val<i32>> {
+    let view = cache::slot_list_view(&list.idx);
+    (0..list.width.div_ceil(THREADS as u32))
+        .map(|k| {
+            let pos = tid + k * THREADS as u32;
+            let [id] = load_vec_if::<i32, 1, _>(view.at((token, pos)), pos < list.width, -1i32, NC);
+            id
+        })
+        .collect()
+}
+
+/// Stores [`load_slot_ids`]'s ids into `ids` (`[width]` i32), -1 from row `limit`
+/// ([`load_limit`]) on, so that each tile's gather waits on a shared-memory load rather than
+/// a global one ahead of its record loads, and needs no limit of its own.
+#[device]
+pub fn store_slot_ids(
     list: &KvList,
-    token: Val<u32>,
+    loaded: &[Val<i32>],
     limit: Val<i32>,
     ids: &SmemTile,
     tid: Val<u32>,
 ) {
-    let view = cache::slot_list_view(&list.idx);
-    for k in 0..list.width.div_ceil(THREADS as u32) {
-        let pos = tid + k * THREADS as u32;
-        let listed = pos < list.width;
-        let [id] = load_vec_if::<i32, 1, _>(view.at((token, pos)), listed, -1i32, NC);
+    for (k, &id) in loaded.iter().enumerate() {
+        let pos = tid + k as u32 * THREADS as u32;
         let live = pos.cast::<i32>() < limit;
-        store_if(ids.at1(pos), live.select(id, -1i32), listed);
+        store_if(ids.at1(pos), live.select(id, -1i32), pos < list.width);
     }
 }
 
-/// [`load_slot`] from the ids [`stage_slot_ids`] put in shared memory.
+/// [`load_slot`] from the ids [`store_slot_ids`] put in shared memory.
 #[device]
 pub fn load_staged_slot(list: &KvList, ids: &SmemTile, map: &RowMap, row0: Val<u32>) -> Slot {
     let pos = row0 + map.row;
@@ -181,6 +191,7 @@ pub fn load_position(query: &QueryInputs) -> Val<i64> {
 }
 
 /// This thread's pieces of Q and where they go.
+#[derive(Clone, dsl_macros::Carry)]
 pub struct QueryWords {
     words: Vec<[Val<u32>; 4]>,
     head: Val<u32>,
@@ -252,7 +263,7 @@ impl Gathered {
 
 /// Issues the loads of this thread's chunks of its slot's record; `limit` is the list's
 /// [`load_limit`], or none where the slot ids past it are -1 already
-/// ([`stage_slot_ids`]).
+/// ([`store_slot_ids`]).
 #[device]
 pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Option<Val<i32>>) -> Gathered {
     let in_range = limit.map(|limit| slot.pos.cast::<i32>() < limit);
@@ -337,6 +348,7 @@ pub(super) fn names_a_record(list: &KvList, slot_id: Val<i32>) -> Pred {
 
 /// cos | sin at the query position for this thread's RoPE dims, and the whole row's
 /// 16-byte pieces for shared memory.
+#[derive(Clone, dsl_macros::Carry)]
 pub struct Rope {
     applies: Pred,
     cosines: [Val<f32>; 4],

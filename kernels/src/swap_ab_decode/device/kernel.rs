@@ -7,11 +7,12 @@
 //! - split (`split.rs`): grid (C, s_q, G), a cluster of C CTAs per token, one KV tile each,
 //!   merged over distributed shared memory. The shortest dependent chain per token: for
 //!   steps whose tokens do not fill the GPU.
-//! - streamed (`stream.rs`): grid (C, s_q, G), a cluster of C CTAs (often 1) per token and
-//!   group of 16 heads streams the token's tiles, every C-th tile a CTA, through a two-deep
-//!   software pipeline with an online softmax, merged as split merges when C > 1. Each SM's
-//!   chain of tiles keeps the next tile's records in flight: for steps with enough tokens to
-//!   fill the GPU (C = 1), or to fill it with 2-4 SMs a token.
+//! - streamed (`stream.rs`): a cluster of C CTAs (often 1) per token and group of 16 heads
+//!   streams the token's tiles, every C-th tile a CTA, through a two-deep software pipeline
+//!   with an online softmax, merged as split merges when C > 1. Each SM's chain of tiles
+//!   keeps the next tile's records in flight: for steps with enough tokens to fill the GPU
+//!   (C = 1, a persistent grid whose CTAs take the next token's inputs during the merge),
+//!   or to fill it with 2-4 SMs a token.
 //!
 //! This file holds the entry points and the setup both share.
 
@@ -123,9 +124,24 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The same thread and team, working on `token`.
+    pub fn for_token(&self, token: Val<u32>) -> Ctx<'a> {
+        Ctx {
+            token,
+            query: QueryInputs {
+                token,
+                ..self.query
+            },
+            swa: self.swa,
+            extra: self.extra,
+            ..*self
+        }
+    }
+
     /// What stage 9 reads and writes in global memory.
     pub fn epilogue_tensors(&self, precast: Option<Tensor<f32, 3>>) -> EpilogueTensors {
         EpilogueTensors {
+            token: self.token,
             heads: self.query.heads,
             sink: self.params.sink,
             out: self.params.out,
@@ -171,13 +187,14 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 /// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
 /// this CTA's output units from every peer in rank order, merge with the sink, inverse
 /// RoPE, MXFP8 cast and o-fused store; no CTA exits while a peer may still read it. A
-/// streamed CTA without peers needs only its own barriers.
+/// streamed CTA without peers needs only its own barriers. `overlap` is what a persistent
+/// CTA does for its next token meanwhile.
 #[device]
 pub(super) fn merge_stages(
     ctx: &Ctx<'_>,
-    mma: &Mma,
     rank: Val<u32>,
     precast: Option<Tensor<f32, 3>>,
+    overlap: &mut dyn MergeOverlap,
 ) {
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     let peers = plan.merges_peers();
@@ -189,6 +206,7 @@ pub(super) fn merge_stages(
         sync_threads();
     }
     launch_dependents();
+    overlap.after_publish();
 
     stage("8: pull this CTA's units from every peer, in fixed peer order");
     let pulls = pull_partials(plan, buf, tid, rank);
@@ -199,7 +217,9 @@ pub(super) fn merge_stages(
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
     let tensors = ctx.epilogue_tensors(precast);
-    merge_and_store(plan, buf, &pulls, tid, rank, ctx.token, &tensors);
+    merge_and_store(plan, buf, &pulls, tid, rank, &tensors, &mut || {
+        overlap.halfway()
+    });
 
     stage("10: nobody exits while a peer may still read its shared memory; free TMEM");
     if peers {
@@ -207,8 +227,20 @@ pub(super) fn merge_stages(
     } else {
         sync_threads();
     }
-    mma.release(ctx.warp);
 }
+
+/// What a CTA does beside the merge: `after_publish` once every partial and statistic is
+/// final (the shared memory the tiles used is free), `halfway` between two passes of stage
+/// 9 (what waits on loads `after_publish` issued). Nothing, by default.
+pub(super) trait MergeOverlap {
+    fn after_publish(&mut self) {}
+    fn halfway(&mut self) {}
+}
+
+/// Nothing beside the merge.
+pub(super) struct NoOverlap;
+
+impl MergeOverlap for NoOverlap {}
 
 /// The kernel body: the checks and setup both schedules share, then the key's schedule.
 #[device]

@@ -78,8 +78,9 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     }
 }
 
-/// What stage 9 reads and writes in global memory.
+/// What stage 9 reads and writes in global memory, and the token whose rows it writes.
 pub struct EpilogueTensors {
+    pub token: Val<u32>,
     pub heads: HeadGroup,
     pub sink: Tensor<f32, 1>,
     pub out: Tensor<E4m3, 3>,
@@ -89,7 +90,8 @@ pub struct EpilogueTensors {
 }
 
 /// Stage 9 for every merge pass: combine the peers' partials with their statistics and the
-/// sink, inverse RoPE, MXFP8 cast, store in the o-fused layout.
+/// sink, inverse RoPE, MXFP8 cast, store in the o-fused layout. `halfway` runs after half
+/// the passes (rounded down; before the first where there is one).
 #[device]
 pub fn merge_and_store(
     plan: &Plan,
@@ -97,10 +99,10 @@ pub fn merge_and_store(
     pulls: &[Vec<[Val<f32>; 4]>],
     tid: Val<u32>,
     rank: Val<u32>,
-    token: Val<u32>,
     tensors: &EpilogueTensors,
+    halfway: &mut dyn FnMut(),
 ) {
-    let sink = tensors.sink;
+    let (sink, token) = (tensors.sink, tensors.token);
     let out = output::data_view(&tensors.out);
     let out_scale = output::scale_view(&tensors.out_scale);
     let precast = tensors.precast.as_ref().map(output::precast_view);
@@ -108,6 +110,9 @@ pub fn merge_and_store(
     let first = rank * plan.units_per_cta;
     let count = (plan.units - first).min(plan.units_per_cta);
     for (pass, parts) in pulls.iter().enumerate() {
+        if pass == pulls.len() / 2 {
+            halfway();
+        }
         let (index, unit) = unit_of(plan, pass as u32, tid, rank);
         let active = index < count;
         let head = unit / 16;

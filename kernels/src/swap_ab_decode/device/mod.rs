@@ -10,6 +10,7 @@ pub mod kernel;
 pub(super) mod merge;
 pub(super) mod mma;
 pub mod plan;
+pub(super) mod prefetch;
 pub(super) mod smem;
 pub(super) mod softmax;
 pub(super) mod split;

@@ -1,5 +1,7 @@
-//! The streamed schedule: grid (C, s_q, G), a cluster of C CTAs (the key's `ctas`, often 1)
-//! per token and group of 16 heads. A CTA's warps are one team, or on sm_90a with fp8
+//! The streamed schedule: grid (C, Y, G), a cluster of C CTAs (the key's `ctas`, often 1)
+//! per token and group of 16 heads; Y is s_q, or with C = 1 as many tokens as the SMs hold
+//! at once (a persistent grid, [`crate::swap_ab_decode::CompileKey::grid`]), each CTA
+//! taking tokens y, y + Y, ... in turn. A CTA's warps are one team, or on sm_90a with fp8
 //! compressed records two teams of 8 warps ([`Team`], `Plan::teams`), each with its own KV
 //! tile, stage, scores and running outputs. The token's KV tiles (SWA tiles first, then
 //! compressed ones; 128 rows each, 64 with two teams) go round the W = C x teams workers:
@@ -7,11 +9,14 @@
 //! an online softmax over them. The stages, as they appear in the PTX's stage comments
 //! (with two teams, stages 2-6 twice, once a team):
 //!
-//! 1. after `griddepcontrol.wait`: the position, Q and cos/sin, the lists' lengths; Q RoPE
-//!    -> bf16 -> shared `[16, 512]`; every slot id of both lists into shared memory (-1
-//!    past the list's length); the running statistics and outputs start empty;
-//! 2. per list, the first tile's records in flight; then per tile whose first row is
-//!    inside the list's length (a runtime loop):
+//! 1. the token's inputs (`prefetch.rs`): the position, Q and cos/sin, the lists' lengths
+//!    and every slot id of both lists, into shared memory (-1 past the list's length);
+//!    each team's first tile of the first list in flight; Q RoPE -> bf16 -> shared
+//!    `[16, 512]`; the running statistics and outputs start empty. For a CTA's first
+//!    token all of it after `griddepcontrol.wait`; for every later one all but the last
+//!    two during the merge of the token before (stages 7-9);
+//! 2. per list, the first tile's records in flight (the first list's are already); then
+//!    per tile whose first row is inside the list's length (a runtime loop):
 //!    - KV dequant -> shared `[rows, 512]` bf16 from the records;
 //!    - the next tile's records are issued, so they are in flight while this tile computes
 //!      (the software pipeline: the records of tile t + 1 arrive during stages 3-6 of tile
@@ -35,6 +40,27 @@
 //! 7. (to 10) the split schedule's merge (`kernel::merge_stages`): with C = 1 a merge with
 //!    one peer, itself, behind plain barriers; with C > 1 over distributed shared memory
 //!    behind cluster barriers, each CTA merging and storing its share of the output units.
+//!    Beside it, the CTA's next token's stage 1 ([`NextToken`]): its global reads once the
+//!    partials are final, its slot ids staged and its first records in flight halfway
+//!    through the merge passes.
+//!
+//! Why a persistent grid that overlaps the next token with the merge: Nsight Compute's warp
+//! samples of the two-team kernel at s_q 512 (the README has them) put 7.3% in stage 1
+//! (long scoreboard: the slot ids, then the records they name) and 11.8% in the merge,
+//! where no record streams, and 11% of the tile loops waiting for records. A CTA of one
+//! token a launch cannot load its next token's inputs; a CTA that walks tokens issues them
+//! when the tiles' buffers free up (the stage, the slot ids and Q are not read by the
+//! merge), so that the first records of token n + 1 arrive during token n's merge and its
+//! first dequant need not wait. The shared memory is full (two teams take 222 KiB), so
+//! nothing is double-buffered: the reads wait in registers (Q, the lengths and the ids,
+//! about 25 a thread, once the accumulators are written out) and go to shared
+//! memory where the merge no longer reads it. The mbarrier phases carry across tokens
+//! ([`Phases`]). On an H100 (quick A/B in one run against the one-token CTAs) this
+//! measured 0.965x at H=16 NE 512 s_q 512, 0.931x at H=32, 0.975x at NE 1024 and 0.958x
+//! with NVFP4 records; a CTA's first copies, now issued right after the slot ids'
+//! barrier, took 1.2% off s_q 128 and 2.6% off `stream3` at s_q 32, whose CTAs take one
+//! token (the README has the table). A cluster of C > 1 stays one token a CTA: its grid
+//! is s_q clusters, which is what fills the GPU at the token counts that pick it.
 //!
 //! Why this shape: one CTA per SM (the KV tile alone is 128 KiB of shared memory) that
 //! runs a single tile from gather to merge leaves the SM idle while the records arrive;
@@ -138,18 +164,17 @@
 //! beside a barrier.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
-use dsl_core::arch::thread::cluster_cta_rank;
-use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
-use dsl_macros::device;
+use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
+use dsl_core::trace::{Pred, SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
+use dsl_macros::{Carry, device};
 
 use super::inputs::{
-    Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_limit, load_position,
-    load_query, load_rope, load_staged_slot, stage_slot_ids, store_cos_sin, store_query,
-    store_tile,
+    Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_staged_slot, store_tile,
 };
-use super::kernel::{Ctx, merge_stages, score_tile};
+use super::kernel::{Ctx, MergeOverlap, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
+use super::prefetch::{StagedList, TokenInputs, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use super::stage::RawRows;
@@ -157,7 +182,8 @@ use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::ExtraRecord;
 
 /// Stages 1 to 10 of a CTA of the token's cluster (a cluster of one when the key streams
-/// by one CTA), its warps one team or two (`bufs`: each team's buffers).
+/// by one CTA), its warps one team or two (`bufs`: each team's buffers), for token
+/// `ctx.token` and every grid's y-th token after it.
 #[device]
 pub(super) fn run(
     ctx: &Ctx<'_>,
@@ -165,7 +191,7 @@ pub(super) fn run(
     setup: MmaSetup,
     precast: Option<Tensor<f32, 3>>,
 ) {
-    let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
+    let (plan, tid) = (ctx.plan, ctx.tid);
     // Each head's alpha (row 0) and new running max (row 1) of a team's current tile.
     let rescales: Vec<SmemTile> = (0..plan.teams)
         .map(|t| {
@@ -177,40 +203,7 @@ pub(super) fn run(
         .collect();
     // A cluster of one has no rank: its CTA takes every tile.
     let rank = (plan.cluster > 1).then(cluster_cta_rank);
-
-    stage("1: Q RoPE, cos/sin, the lists' lengths; empty running statistics and partial");
-    let position = load_position(&ctx.query);
-    let q = load_query(plan, &ctx.query, tid);
-    let rope = load_rope(&ctx.query, &q, position, tid);
-    let swa_limit = load_limit(&ctx.swa, ctx.token);
-    let extra_limit = load_limit(&ctx.extra, ctx.token);
-    // The token's tiles in order (SWA, then compressed) go round the workers: the list's
-    // first tile is the token's `tiles_before`-th.
-    let swa_tiles = ctx.swa.width.div_ceil(plan.kv_rows);
-    let lists = [
-        ("swa_ids", &ctx.swa, swa_limit, swa_tiles, 0),
-        (
-            "extra_ids",
-            &ctx.extra,
-            extra_limit,
-            ctx.extra.width.div_ceil(plan.kv_rows),
-            swa_tiles,
-        ),
-    ];
-    store_query(buf, &q, &rope);
-    store_cos_sin(buf, &rope);
-    let staged: Vec<_> = lists
-        .into_iter()
-        .filter(|(_, _, _, tiles, _)| *tiles > 0)
-        .map(|(name, list, limit, _, tiles_before)| {
-            let ids = smem_tile(name, plain(&[i64::from(list.width)], 4));
-            stage_slot_ids(list, ctx.token, limit, &ids, tid);
-            (list, ids, limit, tiles_before)
-        })
-        .collect();
-    for team_buf in bufs {
-        reset_running(plan, team_buf, tid);
-    }
+    let lists = staged_lists(ctx, plan);
     // With NVFP4 compressed records one team's loads into registers measured faster on the
     // H200 than the stage (for both lists or for the SWA list alone): their loads are half
     // the bytes. Two teams have no registers to spare for a tile ahead.
@@ -222,48 +215,204 @@ pub(super) fn run(
                 .flatten()
         })
         .collect();
-    if plan.teams > 1 {
-        // The S MMAs read Q: with one team the first tile's fence and barrier publish it
-        // to the async proxy, but two teams meet only here.
-        fence_proxy_async_shared();
-    }
-    sync_threads();
-
-    let streams = TeamStreams {
-        lists: &staged,
+    let first_tiles = FirstTiles {
+        lists: &lists,
+        raws: &raws,
         rank,
     };
-    let mma = match plan.teams {
-        1 => streams.run(ctx, &setup, raws[0].as_ref(), &rescales[0]),
-        _ => {
-            let stream_team = |index: usize| {
-                let team = Team::of_two(index as u32, tid, ctx.warp, ctx.lane);
-                let team_ctx = ctx.in_team(&bufs[index], team);
-                streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index]);
-            };
-            if ctx.warp < 8 {
-                stream_team(0);
-            } else {
-                stream_team(1);
-            }
-            // Two teams are sm_90a's, whose MMA stage reads nothing back after a barrier.
-            setup.after_sync(plan, buf, &ctx.team)
+
+    stage("1: the first token's lengths, slot ids, position and Q; its first records in flight");
+    let mut inputs = TokenLoads::issue(ctx, &lists, ctx.token).stage_ids(ctx, &lists);
+    sync_threads();
+    first_tiles.issue(ctx, &inputs.limits, Pred::constant(true));
+
+    let tokens = ctx.params.q.extent(0).cast::<u32>();
+    let mut token = ctx.token;
+    let mut phases = Phases::start();
+    while token < tokens {
+        let ctx = ctx.for_token(token);
+        stage("1: Q RoPE -> shared [16, 512], cos/sin; empty running statistics");
+        inputs.store(ctx.buf);
+        for team_buf in bufs {
+            reset_running(plan, team_buf, tid);
         }
-    };
-    merge_stages(ctx, &mma, rank.unwrap_or(Val::constant(0)), precast);
+        if plan.teams > 1 {
+            // The S MMAs read Q: with one team the first tile's fence and barrier publish
+            // it to the async proxy, but two teams meet only here.
+            fence_proxy_async_shared();
+        }
+        sync_threads();
+
+        let streams = TeamStreams {
+            lists: &lists,
+            limits: &inputs.limits,
+            rank,
+            phases,
+        };
+        phases = match plan.teams {
+            1 => streams.run(&ctx, &setup, raws[0].as_ref(), &rescales[0]),
+            _ => {
+                let stream_team = |index: usize| {
+                    let team = Team::of_two(index as u32, tid, ctx.warp, ctx.lane);
+                    let team_ctx = ctx.in_team(&bufs[index], team);
+                    streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index])
+                };
+                let mut after = phases;
+                if ctx.warp < 8 {
+                    after = stream_team(0);
+                } else {
+                    after = stream_team(1);
+                }
+                after
+            }
+        };
+
+        let mut next = NextToken {
+            ctx: &ctx,
+            lists: &lists,
+            first_tiles: &first_tiles,
+            token: token + grid_dim_y(),
+            tokens,
+            loads: None,
+            inputs: None,
+        };
+        merge_stages(&ctx, rank.unwrap_or(Val::constant(0)), precast, &mut next);
+        inputs = next
+            .inputs
+            .expect("stage 9 staged the next token's slot ids");
+        token = next.token;
+    }
+    setup.release(plan, ctx.warp);
 }
 
-/// What every team streams: the lists with their staged slot ids and limits, in order, and
-/// this CTA's rank in its cluster (none: a cluster of one).
-struct TeamStreams<'a> {
-    lists: &'a [(&'a KvList, SmemTile, Val<i32>, u32)],
+/// The CTA's next token (`token`, past the last of `tokens` after the CTA's last), whose
+/// stage-1 reads and first records a CTA issues while it merges the current one.
+struct NextToken<'a> {
+    ctx: &'a Ctx<'a>,
+    lists: &'a [StagedList<'a>],
+    first_tiles: &'a FirstTiles<'a>,
+    token: Val<u32>,
+    tokens: Val<u32>,
+    loads: Option<TokenLoads>,
+    inputs: Option<TokenInputs>,
+}
+
+impl MergeOverlap for NextToken<'_> {
+    /// The reads, once the tiles' buffers are free. Past the CTA's last token, the last
+    /// token's again (and no copies): no read leaves the tensors.
+    fn after_publish(&mut self) {
+        let at = self.token.min(self.tokens - 1u32);
+        self.loads = Some(TokenLoads::issue(self.ctx, self.lists, at));
+    }
+
+    /// The slot ids staged, then (after a barrier) the first records in flight.
+    fn halfway(&mut self) {
+        let loads = self
+            .loads
+            .take()
+            .expect("stage 7 issued the next token's reads");
+        let inputs = loads.stage_ids(self.ctx, self.lists);
+        sync_threads();
+        let more = self.token.lt(self.tokens);
+        self.first_tiles.issue(self.ctx, &inputs.limits, more);
+        self.inputs = Some(inputs);
+    }
+}
+
+/// The lists with tiles in the key, in the token's order (SWA, then compressed), with
+/// their slot ids' shared buffers.
+fn staged_lists<'a>(ctx: &'a Ctx<'_>, plan: &Plan) -> Vec<StagedList<'a>> {
+    let swa_tiles = ctx.swa.width.div_ceil(plan.kv_rows);
+    let extra_tiles = ctx.extra.width.div_ceil(plan.kv_rows);
+    [
+        ("swa_ids", &ctx.swa, swa_tiles, 0),
+        ("extra_ids", &ctx.extra, extra_tiles, swa_tiles),
+    ]
+    .into_iter()
+    .filter(|(_, _, tiles, _)| *tiles > 0)
+    .map(|(name, list, _, tiles_before)| StagedList {
+        list,
+        ids: smem_tile(name, plain(&[i64::from(list.width)], 4)),
+        tiles_before,
+    })
+    .collect()
+}
+
+/// How many mbarrier phases a team has passed in the CTA's earlier tokens: its MMA
+/// barriers' (sm_100a: one a tile) and its stage's (a tile, and one more a list for the
+/// copies issued past its last tile).
+#[derive(Clone, Copy, Carry)]
+struct Phases {
+    tiles: Val<u32>,
+    stage: Val<u32>,
+}
+
+impl Phases {
+    fn start() -> Phases {
+        Phases {
+            tiles: Val::constant(0),
+            stage: Val::constant(0),
+        }
+    }
+}
+
+/// Each team's first tile of the token's first list, issued into its stage ahead of its
+/// stream (phase 0 of the token): for the CTA's first token after stage 1's barrier, for
+/// every later one halfway through the merge of the token before, so that its records
+/// arrive while that merge runs. Nothing where the records come into registers.
+struct FirstTiles<'a> {
+    lists: &'a [StagedList<'a>],
+    raws: &'a [Option<RawRows>],
     rank: Option<Val<u32>>,
+}
+
+impl FirstTiles<'_> {
+    /// Issues the copies where `when` holds (the slot ids are staged and visible).
+    #[device]
+    fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>], when: Pred) {
+        let (Some(first), Some(_)) = (
+            self.lists.first(),
+            self.raws.first().and_then(Option::as_ref),
+        ) else {
+            return;
+        };
+        let issue = |index: usize, team: Team| {
+            let worker = Worker::of(ctx.plan, &team, self.rank);
+            let share =
+                ListShare::of_worker(ctx.plan, first.list, limits[0], worker, first.tiles_before);
+            if let Some(raw) = &self.raws[index] {
+                raw.issue(first.list, &first.ids, share.first_row(), &team);
+            }
+        };
+        if when {
+            match ctx.plan.teams {
+                1 => issue(0, ctx.team),
+                _ => {
+                    if ctx.warp < 8 {
+                        issue(0, Team::of_two(0, ctx.tid, ctx.warp, ctx.lane));
+                    } else {
+                        issue(1, Team::of_two(1, ctx.tid, ctx.warp, ctx.lane));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What every team streams of a token: the lists with their staged slot ids and limits, in
+/// order, this CTA's rank in its cluster (none: a cluster of one), and the phases its
+/// barriers passed in earlier tokens.
+struct TeamStreams<'a> {
+    lists: &'a [StagedList<'a>],
+    limits: &'a [Val<i32>],
+    rank: Option<Val<u32>>,
+    phases: Phases,
 }
 
 impl TeamStreams<'_> {
     /// Stages 2-6 of `ctx`'s team: its share of every list's tiles into its running outputs,
-    /// then those into its partial and its statistics to its entry. Returns the team's MMA
-    /// stage.
+    /// then those into its partial and its statistics to its entry. Returns the phases its
+    /// barriers have passed after this token.
     #[device]
     fn run(
         &self,
@@ -271,16 +420,21 @@ impl TeamStreams<'_> {
         setup: &MmaSetup,
         raw: Option<&RawRows>,
         rescale: &SmemTile,
-    ) -> Mma {
+    ) -> Phases {
         let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
         let mma = setup.after_sync(plan, buf, team);
         let mut running = mma.running_outputs(plan, buf, team);
         let worker = Worker::of(plan, team, self.rank);
         let mut done = Val::<u32>::constant(0);
-        for (index, (list, ids, limit, tiles_before)) in self.lists.iter().enumerate() {
-            let share = ListShare::of_worker(plan, list, *limit, worker, *tiles_before);
-            let source = TileSource::new(list, ids, raw, index as u32);
-            (running, done) = stream_list(ctx, &mma, running, rescale, &share, &source, done);
+        for (index, (staged, limit)) in self.lists.iter().zip(self.limits).enumerate() {
+            let share =
+                ListShare::of_worker(plan, staged.list, *limit, worker, staged.tiles_before);
+            let source = TileSource::new(staged, raw, index as u32, self.phases.stage);
+            let phases = TilePhases {
+                mma: self.phases.tiles,
+                done,
+            };
+            (running, done) = stream_list(ctx, &mma, running, rescale, &share, &source, phases);
         }
         team.streamed_no_tile(done);
         stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
@@ -288,7 +442,10 @@ impl TeamStreams<'_> {
         if let Some(rank) = self.rank {
             publish_running(plan, buf, team, rank);
         }
-        mma
+        Phases {
+            tiles: self.phases.tiles + done,
+            stage: self.phases.stage + done + self.lists.len() as u32,
+        }
     }
 }
 
@@ -380,9 +537,15 @@ impl<'a> ListShare<'a> {
     }
 }
 
-/// Streams this team's `share` of a list's tiles into `running`; `done` counts the tiles
-/// already streamed (their mbarrier phases). Returns the running outputs and the count
-/// after these tiles.
+/// A team's tiles before a list: `done` of the token's (from 0), and `mma` of the CTA's
+/// earlier tokens, whose MMA barriers passed a phase each.
+struct TilePhases {
+    mma: Val<u32>,
+    done: Val<u32>,
+}
+
+/// Streams this team's `share` of a list's tiles into `running`, after the tiles `phases`
+/// counts. Returns the running outputs and the token's tile count after these tiles.
 #[device]
 fn stream_list<'m>(
     ctx: &Ctx<'_>,
@@ -391,7 +554,7 @@ fn stream_list<'m>(
     rescale: &SmemTile,
     share: &ListShare<'_>,
     source: &TileSource<'_>,
-    done: Val<u32>,
+    phases: TilePhases,
 ) -> (RunningOutputs<'m>, Val<u32>) {
     let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
     let (list, limit) = (share.list, share.limit);
@@ -403,7 +566,7 @@ fn stream_list<'m>(
     let count = share.count(live_tiles);
     let mut next = source.prefetch(&map, share.first_row(), team);
     let mut running = running;
-    let mut done = done;
+    let mut done = phases.done;
     for i in dyn_range(0u32, count) {
         stage("2: this tile's dequant into shared memory; the next tile's loads in flight");
         team.wait_for_the_first_team(done);
@@ -421,7 +584,7 @@ fn stream_list<'m>(
         team.first_dequant_done(done);
         // Every thread has read the stage: the next tile's copies may overwrite it.
         source.issue_copies(row0, team);
-        let parity = done & 1u32;
+        let parity = (phases.mma + done) & 1u32;
 
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
         stage("5: O[512, 2H] = O * alpha + KV^T . [P_hi | P_lo]; column sums");
@@ -443,22 +606,30 @@ fn stream_list<'m>(
 ///
 /// The stage's copies are issued for every tile of the list's share and one past it (its
 /// ids are -1: the phase completes with nothing copied, and nobody waits for it), so that
-/// no tile count is held in the loop: list `index`'s tile `t` of the CTA's `done` before it
-/// is the stage's phase `done + index + t`.
+/// no tile count is held in the loop: list `index`'s tile `t` of the token's `done` before
+/// it is the stage's phase `base + done + index + t`, where `base` counts the phases of the
+/// CTA's earlier tokens.
 struct TileSource<'a> {
     list: &'a KvList,
     ids: &'a SmemTile,
     stage: Option<&'a RawRows>,
     index: u32,
+    base: Val<u32>,
 }
 
 impl<'a> TileSource<'a> {
-    fn new(list: &'a KvList, ids: &'a SmemTile, stage: Option<&'a RawRows>, index: u32) -> Self {
+    fn new(
+        staged: &'a StagedList<'a>,
+        stage: Option<&'a RawRows>,
+        index: u32,
+        base: Val<u32>,
+    ) -> Self {
         TileSource {
-            list,
-            ids,
+            list: staged.list,
+            ids: &staged.ids,
             stage,
             index,
+            base,
         }
     }
 
@@ -484,15 +655,16 @@ impl<'a> TileSource<'a> {
         }
     }
 
-    /// The first tile's loads or copies. After the first list, a barrier before the copies:
-    /// where the previous list had no tile, a thread may not arrive on this list's phase
-    /// before every issuer has arrived on that list's.
+    /// The first tile's loads or copies; the first list's copies are in flight already
+    /// ([`FirstTiles`]). After the first list, a barrier before the copies: where the
+    /// previous list had no tile, a thread may not arrive on this list's phase before every
+    /// issuer has arrived on that list's.
     #[track_caller]
     fn prefetch(&self, map: &RowMap, row0: Val<u32>, team: &Team) -> Option<Gathered> {
         if self.stage.is_some() && self.index > 0 {
             team.sync();
+            self.issue_copies(row0, team);
         }
-        self.issue_copies(row0, team);
         self.load_registers(map, row0)
     }
 
@@ -508,7 +680,7 @@ impl<'a> TileSource<'a> {
     ) -> Gathered {
         match (self.stage, registers) {
             (Some(stage), _) => {
-                stage.wait((done + self.index) & 1u32);
+                stage.wait((self.base + done + self.index) & 1u32);
                 stage.gathered(self.list, map, &self.slot(map, row0))
             }
             (None, Some(registers)) => registers.clone(),

@@ -98,6 +98,11 @@ fn cache_arg(mem: &mut Memory, name: &str, cache: &PagedCache) -> Arg {
     )
 }
 
+/// The SMs the interpreter's grid is sized for: few, so that a persistent grid
+/// ([`CompileKey::grid`]) walks its CTAs through several tokens in every case of more than
+/// three tokens, as a GPU does from 133 tokens on an H200.
+pub const INTERPRETER_SMS: usize = 3;
+
 fn slot_args(mem: &mut Memory, name: &str, list: &SlotList) -> (Arg, Arg) {
     let ids = mem.alloc_from(&format!("{name}_idx"), &nonempty(&list.ids));
     let lens = mem.alloc_from(&format!("{name}_len"), &nonempty(&list.lens));
@@ -191,7 +196,7 @@ pub fn interpret_kernel(
         ));
         id
     });
-    let launch = Launch::grid(key.grid(q.s_q));
+    let launch = Launch::grid(key.grid(q.s_q, INTERPRETER_SMS));
     let stats = program.run(&mut mem, &args, &launch, options)?;
     Ok(EngineRun {
         engine: EngineKind::Interpreter,
@@ -332,14 +337,19 @@ impl DeviceProblem {
 }
 
 /// Runs the problem on `device` through the host API (the production entry point, or the
-/// debug one with `precast`), waits, and reads the outputs back.
+/// debug one with `precast`), waits, and reads the outputs back; `sm_budget` sizes a
+/// persistent grid to fewer SMs than the device's ([`SwapAbDecode::with_sm_budget`]).
 pub fn run_gpu(
     device: &Arc<Device>,
     problem: &DecodeProblem,
     precast: bool,
+    sm_budget: Option<usize>,
 ) -> Result<EngineRun, EngineError> {
     // A tool runs one-off shapes: compile the key here rather than refuse it.
-    let decode = SwapAbDecode::new(device.clone())?.with_mode(CompileMode::OnDemand);
+    let mut decode = SwapAbDecode::new(device.clone())?.with_mode(CompileMode::OnDemand);
+    if let Some(sms) = sm_budget {
+        decode = decode.with_sm_budget(sms)?;
+    }
     let stream = device.stream();
     let uploaded = DeviceProblem::upload(problem, stream)?;
     let heads = problem.heads();

@@ -4,8 +4,10 @@
 //! 16-byte alignment where the kernel loads 16 bytes, outputs that neither overlap
 //! themselves nor alias another tensor) and the key's limits before anything reaches the
 //! GPU, and launches without allocating or synchronising, so a decode step can be captured
-//! in a CUDA graph: grid (C, s_q, head groups), 512 threads, cluster (C, 1, 1), PDL,
-//! dynamic shared memory, and the non-portable cluster size when C > 8.
+//! in a CUDA graph: grid (C, s_q, head groups) (a streamed key of one CTA a token: a
+//! persistent grid of no more CTAs than the SMs, [`SwapAbDecode::with_sm_budget`]), 512
+//! threads, cluster (C, 1, 1), PDL, dynamic shared memory, and the non-portable cluster
+//! size when C > 8.
 //!
 //! Keys are compiled at warm-up: in the default [`CompileMode::Strict`] a launch of a key
 //! that was not warmed up is refused with the key and the [`LayerShape`] to warm up;
@@ -334,6 +336,11 @@ pub enum DecodeError {
         shape: LayerShape,
         debug: bool,
     },
+    #[error(
+        "an SM budget of {sms} for a device of {device_sms} SMs: give between 1 and {device_sms} \
+         (the SMs a persistent launch may fill, e.g. fewer to leave some to another stream)"
+    )]
+    SmBudget { sms: usize, device_sms: usize },
     #[error(transparent)]
     Jit(#[from] JitError),
 }
@@ -894,6 +901,9 @@ pub struct SwapAbDecode {
     device: Arc<Device>,
     target: Target,
     mode: CompileMode,
+    /// The SMs a persistent grid is sized to ([`CompileKey::grid`]): the device's, or fewer
+    /// ([`SwapAbDecode::with_sm_budget`]).
+    sms: usize,
     /// The kernels this instance has launched, by key and entry point. The device's cache
     /// is keyed by strings (it serves any kernel); looking up a `CompileKey` here keeps a
     /// launch free of allocation once the kernel is loaded.
@@ -913,11 +923,25 @@ impl SwapAbDecode {
     /// device is refused with a message naming both when a kernel is loaded.
     pub fn for_target(device: Arc<Device>, target: Target) -> Self {
         SwapAbDecode {
+            sms: device.info().sm_count as usize,
             device,
             target,
             mode: CompileMode::Strict,
             loaded: Mutex::default(),
         }
+    }
+
+    /// The same instance with streamed launches of one CTA a token sized to `sms` SMs
+    /// instead of the device's: their persistent grid then holds at most `sms` CTAs (a
+    /// serving engine that leaves SMs to another stream; a test that runs several tokens a
+    /// CTA at a small token count). Other launches are one cluster a token, as before.
+    pub fn with_sm_budget(mut self, sms: usize) -> Result<Self, DecodeError> {
+        let device_sms = self.device.info().sm_count as usize;
+        if sms == 0 || sms > device_sms {
+            return Err(DecodeError::SmBudget { sms, device_sms });
+        }
+        self.sms = sms;
+        Ok(self)
     }
 
     /// The same instance with `mode` for keys that were not warmed up.
@@ -1034,7 +1058,7 @@ impl SwapAbDecode {
         call: CheckedCall,
     ) -> Result<CheckedCall, DecodeError> {
         let kernel = self.for_call(&call, false)?;
-        let grid = call.key.grid(call.tokens);
+        let grid = call.key.grid(call.tokens, self.sms);
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
         Ok(call)
@@ -1052,7 +1076,7 @@ impl SwapAbDecode {
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check(self.target)?;
         let kernel = self.for_call(&call, false)?;
-        let grid = call.key.grid(call.tokens);
+        let grid = call.key.grid(call.tokens, self.sms);
         // SAFETY: the caller guarantees the tensors and the stream; check() matched them.
         unsafe {
             kernel.launch_on_raw_stream(
@@ -1077,7 +1101,7 @@ impl SwapAbDecode {
     ) -> Result<CheckedCall, DecodeError> {
         let call = args.check_debug(self.target, precast)?;
         let kernel = self.for_call(&call, true)?;
-        let grid = call.key.grid(call.tokens);
+        let grid = call.key.grid(call.tokens, self.sms);
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
         let kernel_args: [KernelArg; 14] =
             std::array::from_fn(|i| base.get(i).copied().unwrap_or(precast));

@@ -91,6 +91,14 @@ impl MmaSetup {
             MmaSetup::Wgmma => Mma::Wgmma(WgmmaStage::new(plan, buf, team)),
         }
     }
+
+    /// Frees tensor memory (sm_100a) after the CTA's last barrier, where no stage is at hand.
+    #[track_caller]
+    pub fn release(&self, plan: &Plan, warp: Val<u32>) {
+        if let MmaSetup::Tcgen05(setup) = self {
+            Mma::Tcgen05(setup.read_base(plan)).release(warp);
+        }
+    }
 }
 
 impl Mma {
