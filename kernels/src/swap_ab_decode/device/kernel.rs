@@ -29,7 +29,7 @@ use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
-use super::merge::{EpilogueTensors, gather_stats, merge_and_store, pull_partials};
+use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, pull_partials};
 use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
@@ -187,15 +187,19 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 /// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
 /// this CTA's output units from every peer in rank order, merge with the sink, inverse
 /// RoPE, MXFP8 cast and o-fused store; no CTA exits while a peer may still read it. A
-/// streamed CTA without peers needs only its own barriers. `overlap` is what a persistent
-/// CTA does for its next token meanwhile.
+/// streamed CTA without peers needs only its own barriers. Beside the merge (what a
+/// persistent CTA does for its next token): `after_publish` once every partial and
+/// statistic is final (the shared memory the tiles used is free), and `halfway`, between
+/// two passes of stage 9, with what `after_publish` returned (loads it issued); the merge
+/// returns what `halfway` returns.
 #[device]
-pub(super) fn merge_stages(
+pub(super) fn merge_stages<T, U>(
     ctx: &Ctx<'_>,
     rank: Val<u32>,
     precast: Option<Tensor<f32, 3>>,
-    overlap: &mut dyn MergeOverlap,
-) {
+    after_publish: impl FnOnce() -> T,
+    halfway: impl FnOnce(T) -> U,
+) -> U {
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     let peers = plan.merges_peers();
     stage("7: every partial and statistic is final");
@@ -206,7 +210,7 @@ pub(super) fn merge_stages(
         sync_threads();
     }
     launch_dependents();
-    overlap.after_publish();
+    let issued = after_publish();
 
     stage("8: pull this CTA's units from every peer, in fixed peer order");
     let pulls = pull_partials(plan, buf, tid, rank);
@@ -217,9 +221,15 @@ pub(super) fn merge_stages(
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
     let tensors = ctx.epilogue_tensors(precast);
-    merge_and_store(plan, buf, &pulls, tid, rank, &tensors, &mut || {
-        overlap.halfway()
-    });
+    let merge = MergeAndStore::new(plan, buf, &pulls, (tid, rank), &tensors);
+    let half = merge.passes() / 2;
+    for pass in 0..half {
+        merge.pass(pass);
+    }
+    let beside = halfway(issued);
+    for pass in half..merge.passes() {
+        merge.pass(pass);
+    }
 
     stage("10: nobody exits while a peer may still read its shared memory; free TMEM");
     if peers {
@@ -227,20 +237,8 @@ pub(super) fn merge_stages(
     } else {
         sync_threads();
     }
+    beside
 }
-
-/// What a CTA does beside the merge: `after_publish` once every partial and statistic is
-/// final (the shared memory the tiles used is free), `halfway` between two passes of stage
-/// 9 (what waits on loads `after_publish` issued). Nothing, by default.
-pub(super) trait MergeOverlap {
-    fn after_publish(&mut self) {}
-    fn halfway(&mut self) {}
-}
-
-/// Nothing beside the merge.
-pub(super) struct NoOverlap;
-
-impl MergeOverlap for NoOverlap {}
 
 /// The kernel body: the checks and setup both schedules share, then the key's schedule.
 #[device]

@@ -89,30 +89,70 @@ pub struct EpilogueTensors {
     pub precast: Option<Tensor<f32, 3>>,
 }
 
-/// Stage 9 for every merge pass: combine the peers' partials with their statistics and the
-/// sink, inverse RoPE, MXFP8 cast, store in the o-fused layout. `halfway` runs after half
-/// the passes (rounded down; before the first where there is one).
-#[device]
-pub fn merge_and_store(
-    plan: &Plan,
-    buf: &Buffers,
-    pulls: &[Vec<[Val<f32>; 4]>],
+/// Stage 9, pass by pass ([`MergeAndStore::pass`]): combine the peers' partials with their
+/// statistics and the sink, inverse RoPE, MXFP8 cast, store in the o-fused layout.
+pub struct MergeAndStore<'a> {
+    plan: &'a Plan,
+    buf: &'a Buffers,
+    pulls: &'a [Vec<[Val<f32>; 4]>],
     tid: Val<u32>,
     rank: Val<u32>,
-    tensors: &EpilogueTensors,
-    halfway: &mut dyn FnMut(),
-) {
-    let (sink, token) = (tensors.sink, tensors.token);
-    let out = output::data_view(&tensors.out);
-    let out_scale = output::scale_view(&tensors.out_scale);
-    let precast = tensors.precast.as_ref().map(output::precast_view);
-    let slice = tid % THREADS_PER_UNIT;
-    let first = rank * plan.units_per_cta;
-    let count = (plan.units - first).min(plan.units_per_cta);
-    for (pass, parts) in pulls.iter().enumerate() {
-        if pass == pulls.len() / 2 {
-            halfway();
+    tensors: &'a EpilogueTensors,
+    out: GlobalView<E4m3>,
+    out_scale: GlobalView<u8>,
+    precast: Option<GlobalView<f32>>,
+    slice: Val<u32>,
+    /// The output units this CTA owns.
+    count: Val<u32>,
+}
+
+type GlobalView<T> = dsl_core::tensor::Tensor<T, dsl_core::tensor::Global>;
+
+impl<'a> MergeAndStore<'a> {
+    /// The views and this thread's place that every pass shares, from `pulls`
+    /// ([`pull_partials`]).
+    #[device]
+    pub fn new(
+        plan: &'a Plan,
+        buf: &'a Buffers,
+        pulls: &'a [Vec<[Val<f32>; 4]>],
+        (tid, rank): (Val<u32>, Val<u32>),
+        tensors: &'a EpilogueTensors,
+    ) -> Self {
+        let out = output::data_view(&tensors.out);
+        let out_scale = output::scale_view(&tensors.out_scale);
+        let precast = tensors.precast.as_ref().map(output::precast_view);
+        let slice = tid % THREADS_PER_UNIT;
+        let first = rank * plan.units_per_cta;
+        let count = (plan.units - first).min(plan.units_per_cta);
+        MergeAndStore {
+            plan,
+            buf,
+            pulls,
+            tid,
+            rank,
+            tensors,
+            out,
+            out_scale,
+            precast,
+            slice,
+            count,
         }
+    }
+
+    /// Merge passes in all.
+    pub fn passes(&self) -> usize {
+        self.pulls.len()
+    }
+
+    /// Merge pass `pass`.
+    #[device]
+    pub fn pass(&self, pass: usize) {
+        let (plan, buf, pulls, tid, rank) = (self.plan, self.buf, self.pulls, self.tid, self.rank);
+        let (tensors, slice, count) = (self.tensors, self.slice, self.count);
+        let (sink, token) = (tensors.sink, tensors.token);
+        let (out, out_scale, precast) = (&self.out, &self.out_scale, &self.precast);
+        let parts = &pulls[pass];
         let (index, unit) = unit_of(plan, pass as u32, tid, rank);
         let active = index < count;
         let head = unit / 16;

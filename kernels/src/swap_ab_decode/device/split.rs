@@ -29,7 +29,7 @@ use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::{Ctx, NoOverlap, merge_stages, score_tile, sum_columns};
+use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
 use crate::swap_ab_decode::SWA_ROWS;
@@ -86,6 +86,6 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         buf.zero_partial(plan, team);
     }
 
-    merge_stages(ctx, rank, precast, &mut NoOverlap);
+    merge_stages(ctx, rank, precast, || (), |()| ());
     mma.release(ctx.warp);
 }

@@ -15,12 +15,13 @@
 //!    `[16, 512]`; the running statistics and outputs start empty. For a CTA's first
 //!    token all of it after `griddepcontrol.wait`; for every later one all but the last
 //!    two during the merge of the token before (stages 7-9);
-//! 2. per list, the first tile's records in flight (the first list's are already); then
-//!    per tile whose first row is inside the list's length (a runtime loop):
+//! 2. per list, the first tile's records in flight (through the stage they are already:
+//!    stage 1's copies, or the previous list's last tile's; [`TileSource`]); then per
+//!    tile whose first row is inside the list's length (a runtime loop):
 //!    - KV dequant -> shared `[rows, 512]` bf16 from the records;
 //!    - the next tile's records are issued, so they are in flight while this tile computes
 //!      (the software pipeline: the records of tile t + 1 arrive during stages 3-6 of tile
-//!      t). On sm_90a with fp8 compressed records, or with two teams, each row's record
+//!      t; through the stage, after a list's last tile the next list's first). On sm_90a with fp8 compressed records, or with two teams, each row's record
 //!      comes whole by one bulk copy (`cp.async.bulk`, issued by lanes of the team's
 //!      second half of warps once the dequant's barrier has passed) into a shared-memory stage
 //!      `[rows, 528]` bytes, completing on an mbarrier that the next dequant waits on
@@ -40,9 +41,9 @@
 //! 7. (to 10) the split schedule's merge (`kernel::merge_stages`): with C = 1 a merge with
 //!    one peer, itself, behind plain barriers; with C > 1 over distributed shared memory
 //!    behind cluster barriers, each CTA merging and storing its share of the output units.
-//!    Beside it, the CTA's next token's stage 1 ([`NextToken`]): its global reads once the
-//!    partials are final, its slot ids staged and its first records in flight halfway
-//!    through the merge passes.
+//!    Beside it, the CTA's next token's stage 1: its global reads once the partials are
+//!    final, its slot ids staged and its first records in flight halfway through the
+//!    merge passes.
 //!
 //! Why a persistent grid that overlaps the next token with the merge: Nsight Compute's warp
 //! samples of the two-team kernel at s_q 512 (the README has them) put 7.3% in stage 1
@@ -61,6 +62,19 @@
 //! barrier, took 1.2% off s_q 128 and 2.6% off `stream3` at s_q 32, whose CTAs take one
 //! token (the README has the table). A cluster of C > 1 stays one token a CTA: its grid
 //! is s_q clusters, which is what fills the GPU at the token counts that pick it.
+//!
+//! Why the stage's copies run across the lists: each team used to start its second list
+//! by issuing that list's first tile and waiting for it, a whole trip to memory exposed
+//! once a token (a team's SWA tile is its first of five at NE 512). Now the dequant of a
+//! list's last tile issues the next list's first. On an H100 (quick A/B in one run
+//! against the persistent grid alone) that measured 0.964x at s_q 512, 0.955x at s_q 128,
+//! 0.932x for `stream2` at s_q 64, 0.987x for `stream3` and 0.982x for `stream4` at s_q
+//! 32. A first version also issued, at stage 1, the first tile of the next list for the
+//! workers with no tile of the first (most of a cluster's: `stream3` has 6 workers for 2
+//! SWA tiles): 2-5% faster at one CTA a token but 6.3% slower for `stream3` and 3.8% for
+//! `stream4` at s_q 32, where the token's first wave of copies, every worker's tile at
+//! once, delayed the SWA tiles of the workers that stream two tiles; those workers issue
+//! as their second list starts.
 //!
 //! Why this shape: one CTA per SM (the KV tile alone is 128 KiB of shared memory) that
 //! runs a single tile from gather to merge leaves the SM idle while the records arrive;
@@ -171,10 +185,10 @@ use dsl_macros::{Carry, device};
 use super::inputs::{
     Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_staged_slot, store_tile,
 };
-use super::kernel::{Ctx, MergeOverlap, merge_stages, score_tile};
+use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
-use super::prefetch::{StagedList, TokenInputs, TokenLoads};
+use super::prefetch::{StagedList, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use super::stage::RawRows;
@@ -267,56 +281,26 @@ pub(super) fn run(
             }
         };
 
-        let mut next = NextToken {
-            ctx: &ctx,
-            lists: &lists,
-            first_tiles: &first_tiles,
-            token: token + grid_dim_y(),
-            tokens,
-            loads: None,
-            inputs: None,
-        };
-        merge_stages(&ctx, rank.unwrap_or(Val::constant(0)), precast, &mut next);
-        inputs = next
-            .inputs
-            .expect("stage 9 staged the next token's slot ids");
-        token = next.token;
+        // Beside the merge, the CTA's next token: its reads once the tiles' buffers are
+        // free (past the CTA's last token, the last one's again, and no copies: no read
+        // leaves the tensors), then its slot ids staged and, after a barrier, its first
+        // records in flight.
+        let next = token + grid_dim_y();
+        inputs = merge_stages(
+            &ctx,
+            rank.unwrap_or(Val::constant(0)),
+            precast,
+            || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
+            |loads| {
+                let staged = loads.stage_ids(&ctx, &lists);
+                sync_threads();
+                first_tiles.issue(&ctx, &staged.limits, next.lt(tokens));
+                staged
+            },
+        );
+        token = next;
     }
     setup.release(plan, ctx.warp);
-}
-
-/// The CTA's next token (`token`, past the last of `tokens` after the CTA's last), whose
-/// stage-1 reads and first records a CTA issues while it merges the current one.
-struct NextToken<'a> {
-    ctx: &'a Ctx<'a>,
-    lists: &'a [StagedList<'a>],
-    first_tiles: &'a FirstTiles<'a>,
-    token: Val<u32>,
-    tokens: Val<u32>,
-    loads: Option<TokenLoads>,
-    inputs: Option<TokenInputs>,
-}
-
-impl MergeOverlap for NextToken<'_> {
-    /// The reads, once the tiles' buffers are free. Past the CTA's last token, the last
-    /// token's again (and no copies): no read leaves the tensors.
-    fn after_publish(&mut self) {
-        let at = self.token.min(self.tokens - 1u32);
-        self.loads = Some(TokenLoads::issue(self.ctx, self.lists, at));
-    }
-
-    /// The slot ids staged, then (after a barrier) the first records in flight.
-    fn halfway(&mut self) {
-        let loads = self
-            .loads
-            .take()
-            .expect("stage 7 issued the next token's reads");
-        let inputs = loads.stage_ids(self.ctx, self.lists);
-        sync_threads();
-        let more = self.token.lt(self.tokens);
-        self.first_tiles.issue(self.ctx, &inputs.limits, more);
-        self.inputs = Some(inputs);
-    }
 }
 
 /// The lists with tiles in the key, in the token's order (SWA, then compressed), with
@@ -339,7 +323,7 @@ fn staged_lists<'a>(ctx: &'a Ctx<'_>, plan: &Plan) -> Vec<StagedList<'a>> {
 }
 
 /// How many mbarrier phases a team has passed in the CTA's earlier tokens: its MMA
-/// barriers' (sm_100a: one a tile) and its stage's (a tile, and one more a list for the
+/// barriers' (sm_100a: one a tile) and its stage's (a tile, and one more a token for the
 /// copies issued past its last tile).
 #[derive(Clone, Copy, Carry)]
 struct Phases {
@@ -370,18 +354,14 @@ impl FirstTiles<'_> {
     /// Issues the copies where `when` holds (the slot ids are staged and visible).
     #[device]
     fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>], when: Pred) {
-        let (Some(first), Some(_)) = (
-            self.lists.first(),
-            self.raws.first().and_then(Option::as_ref),
-        ) else {
+        if self.raws.iter().all(Option::is_none) {
             return;
-        };
+        }
         let issue = |index: usize, team: Team| {
             let worker = Worker::of(ctx.plan, &team, self.rank);
-            let share =
-                ListShare::of_worker(ctx.plan, first.list, limits[0], worker, first.tiles_before);
+            let shares = team_shares(ctx.plan, self.lists, limits, worker);
             if let Some(raw) = &self.raws[index] {
-                raw.issue(first.list, &first.ids, share.first_row(), &team);
+                shares[0].issue(raw, shares[0].first_row(), &team);
             }
         };
         if when {
@@ -425,16 +405,28 @@ impl TeamStreams<'_> {
         let mma = setup.after_sync(plan, buf, team);
         let mut running = mma.running_outputs(plan, buf, team);
         let worker = Worker::of(plan, team, self.rank);
+        let shares = team_shares(plan, self.lists, self.limits, worker);
         let mut done = Val::<u32>::constant(0);
-        for (index, (staged, limit)) in self.lists.iter().zip(self.limits).enumerate() {
-            let share =
-                ListShare::of_worker(plan, staged.list, *limit, worker, staged.tiles_before);
-            let source = TileSource::new(staged, raw, index as u32, self.phases.stage);
+        let mut base = self.phases.stage;
+        for (index, share) in shares.iter().enumerate() {
+            // Where the previous list had no tile for the team, this list's first issues as
+            // the list starts, one phase past the previous list's empty first.
+            let first_at_start = (index > 0).then(|| shares[index - 1].tiles().eq(0u32));
+            if let Some(at_start) = first_at_start {
+                base += at_start.select(1u32, 0u32);
+            }
+            let source = TileSource {
+                share,
+                following: shares.get(index + 1),
+                first_at_start,
+                stage: raw,
+                base,
+            };
             let phases = TilePhases {
                 mma: self.phases.tiles,
                 done,
             };
-            (running, done) = stream_list(ctx, &mma, running, rescale, &share, &source, phases);
+            (running, done) = stream_list(ctx, &mma, running, rescale, &source, phases);
         }
         team.streamed_no_tile(done);
         stage("6: the running outputs into the partial [H, 512], the statistics to the peers");
@@ -444,7 +436,7 @@ impl TeamStreams<'_> {
         }
         Phases {
             tiles: self.phases.tiles + done,
-            stage: self.phases.stage + done + self.lists.len() as u32,
+            stage: base + done + 1u32,
         }
     }
 }
@@ -479,42 +471,64 @@ impl Worker {
 /// The tiles of a list one worker streams: of those whose first row is below `limit`,
 /// every one (a single worker), or tiles `first`, `first + W`, ... of W workers.
 struct ListShare<'a> {
-    list: &'a KvList,
+    staged: &'a StagedList<'a>,
     limit: Val<i32>,
     rows: u32,
     round: Option<(Val<u32>, u32)>,
 }
 
+/// `worker`'s shares of the token's lists, in order.
+#[device]
+fn team_shares<'a>(
+    plan: &Plan,
+    lists: &'a [StagedList<'a>],
+    limits: &[Val<i32>],
+    worker: Worker,
+) -> Vec<ListShare<'a>> {
+    lists
+        .iter()
+        .zip(limits)
+        .map(|(staged, &limit)| ListShare::of_worker(plan, staged, limit, worker))
+        .collect()
+}
+
 impl<'a> ListShare<'a> {
-    /// The share of `list` of `worker`; the list's first tile is the token's
+    /// The share of `staged`'s list of `worker`; the list's first tile is the token's
     /// `tiles_before`-th, and the token's tile `g` is worker `g % W`'s.
     #[device]
-    fn of_worker(
-        plan: &Plan,
-        list: &'a KvList,
-        limit: Val<i32>,
-        worker: Worker,
-        tiles_before: u32,
-    ) -> Self {
+    fn of_worker(plan: &Plan, staged: &'a StagedList<'a>, limit: Val<i32>, worker: Worker) -> Self {
         let workers = worker.count;
+        let tiles_before = staged.tiles_before;
         let round = worker
             .index
             .map(|w| ((w + (workers - tiles_before % workers)) % workers, workers));
         ListShare {
-            list,
+            staged,
             limit,
             rows: plan.kv_rows,
             round,
         }
     }
 
-    /// How many of the list's `live_tiles` tiles are this share's.
+    fn list(&self) -> &'a KvList {
+        self.staged.list
+    }
+
+    /// How many of the list's tiles whose first row is below the limit are this share's.
     #[device]
-    fn count(&self, live_tiles: Val<u32>) -> Val<u32> {
+    fn tiles(&self) -> Val<u32> {
+        let rows = self.rows;
+        let live_tiles = (self.limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
         match self.round {
             None => live_tiles,
             Some((first, workers)) => (live_tiles.max(first) - first + (workers - 1)) / workers,
         }
+    }
+
+    /// The stage's copies of the tile at `row0` (nothing for rows past the limit).
+    #[track_caller]
+    fn issue(&self, stage: &RawRows, row0: Val<u32>, team: &Team) {
+        stage.issue(self.staged.list, &self.staged.ids, row0, team);
     }
 
     /// The first row of the share's first tile.
@@ -552,19 +566,17 @@ fn stream_list<'m>(
     mma: &'m Mma,
     running: RunningOutputs<'m>,
     rescale: &SmemTile,
-    share: &ListShare<'_>,
     source: &TileSource<'_>,
     phases: TilePhases,
 ) -> (RunningOutputs<'m>, Val<u32>) {
     let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
-    let (list, limit) = (share.list, share.limit);
-    let rows = plan.kv_rows;
-    let map = RowMap::new(team, rows);
+    let share = source.share;
+    let list = share.list();
+    let map = RowMap::new(team, plan.kv_rows);
 
     stage("2: the list's first tile in flight");
-    let live_tiles = (limit.max(0i32).bitcast::<u32>() + (rows - 1)) / rows;
-    let count = share.count(live_tiles);
-    let mut next = source.prefetch(&map, share.first_row(), team);
+    let count = share.tiles();
+    let mut next = source.start(&map, team);
     let mut running = running;
     let mut done = phases.done;
     for i in dyn_range(0u32, count) {
@@ -583,7 +595,7 @@ fn stream_list<'m>(
         team.sync();
         team.first_dequant_done(done);
         // Every thread has read the stage: the next tile's copies may overwrite it.
-        source.issue_copies(row0, team);
+        source.issue_next(i + 1u32, count, team);
         let parity = (phases.mma + done) & 1u32;
 
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
@@ -604,38 +616,33 @@ fn stream_list<'m>(
 /// Where a list's tiles come from: the stage ([`RawRows`]: one bulk copy a row), or loads
 /// into registers a tile ahead.
 ///
-/// The stage's copies are issued for every tile of the list's share and one past it (its
-/// ids are -1: the phase completes with nothing copied, and nobody waits for it), so that
-/// no tile count is held in the loop: list `index`'s tile `t` of the token's `done` before
-/// it is the stage's phase `base + done + index + t`, where `base` counts the phases of the
-/// CTA's earlier tokens.
+/// The stage's copies of a team's tiles run across its lists: the first list's first tile
+/// is in flight before the stream ([`FirstTiles`]); after each tile's dequant the team
+/// issues its next tile, of this list's share or, after the share's last, the following
+/// list's first, so that the list does not start by waiting for its records. Where the
+/// first list has no tile for the team (a worker of a cluster past the SWA tiles), its
+/// first copies copy nothing, and the next list's first issue as that list starts: at
+/// stage 1 they would add to the token's first wave of copies, which holds the SWA tiles
+/// that a cluster's slowest workers stream first (every worker's first tile at once
+/// measured 6% slower for `stream3` at s_q 32). Past the last list's last tile the copies
+/// are of its next tile, whose ids are -1: the phase completes with nothing copied, and
+/// nobody waits for it. So no tile count is held in the loop: the team's tile with `done`
+/// before it is the stage's phase `base + done`, where `base` counts the phases before the
+/// list's first tile (the CTA's earlier tokens, and an empty first list). Loads into
+/// registers stay within a list (the two lists' records differ in form), each list's
+/// first issued as it starts.
 struct TileSource<'a> {
-    list: &'a KvList,
-    ids: &'a SmemTile,
+    share: &'a ListShare<'a>,
+    following: Option<&'a ListShare<'a>>,
+    first_at_start: Option<Pred>,
     stage: Option<&'a RawRows>,
-    index: u32,
     base: Val<u32>,
 }
 
 impl<'a> TileSource<'a> {
-    fn new(
-        staged: &'a StagedList<'a>,
-        stage: Option<&'a RawRows>,
-        index: u32,
-        base: Val<u32>,
-    ) -> Self {
-        TileSource {
-            list: staged.list,
-            ids: &staged.ids,
-            stage,
-            index,
-            base,
-        }
-    }
-
     #[track_caller]
     fn slot(&self, map: &RowMap, row0: Val<u32>) -> Slot {
-        load_staged_slot(self.list, self.ids, map, row0)
+        load_staged_slot(self.share.list(), &self.share.staged.ids, map, row0)
     }
 
     /// The tile at `row0` into registers, issued now; none through the stage. The staged
@@ -644,28 +651,39 @@ impl<'a> TileSource<'a> {
     fn load_registers(&self, map: &RowMap, row0: Val<u32>) -> Option<Gathered> {
         self.stage
             .is_none()
-            .then(|| gather(self.list, map, &self.slot(map, row0), None))
+            .then(|| gather(self.share.list(), map, &self.slot(map, row0), None))
     }
 
-    /// The stage's copies of the tile at `row0`.
-    #[track_caller]
-    fn issue_copies(&self, row0: Val<u32>, team: &Team) {
-        if let Some(stage) = self.stage {
-            stage.issue(self.list, self.ids, row0, team);
+    /// The list's first tile: its copies where they issue as the list starts (the loop-top
+    /// barrier has passed the previous list's empty copies), or its loads into registers.
+    #[device]
+    fn start(&self, map: &RowMap, team: &Team) -> Option<Gathered> {
+        if let (Some(stage), Some(at_start)) = (self.stage, self.first_at_start) {
+            if at_start {
+                self.share.issue(stage, self.share.first_row(), team);
+            }
         }
+        self.load_registers(map, self.share.first_row())
     }
 
-    /// The first tile's loads or copies; the first list's copies are in flight already
-    /// ([`FirstTiles`]). After the first list, a barrier before the copies: where the
-    /// previous list had no tile, a thread may not arrive on this list's phase before every
-    /// issuer has arrived on that list's.
-    #[track_caller]
-    fn prefetch(&self, map: &RowMap, row0: Val<u32>, team: &Team) -> Option<Gathered> {
-        if self.stage.is_some() && self.index > 0 {
-            team.sync();
-            self.issue_copies(row0, team);
+    /// After the dequant of the share's tile `next - 1` of `count`: the stage's copies of
+    /// the team's next tile, the share's tile `next` or the following list's first.
+    #[device]
+    fn issue_next(&self, next: Val<u32>, count: Val<u32>, team: &Team) {
+        let Some(stage) = self.stage else {
+            return;
+        };
+        let share = self.share;
+        match self.following {
+            None => share.issue(stage, share.row0(next), team),
+            Some(following) => {
+                if next < count {
+                    share.issue(stage, share.row0(next), team);
+                } else {
+                    following.issue(stage, following.first_row(), team);
+                }
+            }
         }
-        self.load_registers(map, row0)
     }
 
     /// The tile at `row0` for the dequant, the CTA's tile `done`: `registers`, or the stage
@@ -680,8 +698,8 @@ impl<'a> TileSource<'a> {
     ) -> Gathered {
         match (self.stage, registers) {
             (Some(stage), _) => {
-                stage.wait((self.base + done + self.index) & 1u32);
-                stage.gathered(self.list, map, &self.slot(map, row0))
+                stage.wait((self.base + done) & 1u32);
+                stage.gathered(self.share.list(), map, &self.slot(map, row0))
             }
             (None, Some(registers)) => registers.clone(),
             (None, None) => unreachable!("a list without the stage loads into registers"),
@@ -710,7 +728,7 @@ impl<'a> TileSource<'a> {
     ) -> [Val<u32>; 4] {
         match self.stage {
             Some(stage) => stage.chunk(map, first, k),
-            None => gather_chunk(self.list, map, &self.slot(map, row0), k),
+            None => gather_chunk(self.share.list(), map, &self.slot(map, row0), k),
         }
     }
 }
