@@ -323,8 +323,9 @@ fn staged_lists<'a>(ctx: &'a Ctx<'_>, plan: &Plan) -> Vec<StagedList<'a>> {
 }
 
 /// How many mbarrier phases a team has passed in the CTA's earlier tokens: its MMA
-/// barriers' (sm_100a: one a tile) and its stage's (a tile, and one more a token for the
-/// copies issued past its last tile).
+/// barriers' (sm_100a: one a tile) and its stage's (one a tile, one a token for the copies
+/// past its last tile, and one for the empty first copies of a first list that had no
+/// tile for it: [`TileSource`]).
 #[derive(Clone, Copy, Carry)]
 struct Phases {
     tiles: Val<u32>,
