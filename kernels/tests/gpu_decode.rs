@@ -188,6 +188,17 @@ fn realistic(s_q: usize) -> DecodeCase {
     .unwrap()
 }
 
+/// Every run of `case` gave the same bytes (`between`: what the runs differ in), and they
+/// meet the numerics contract.
+fn assert_identical_and_in_contract(case: &DecodeCase, runs: &[OutputBuffers], between: &str) {
+    assert!(
+        runs.windows(2).all(|w| w[0] == w[1]),
+        "outputs differ between {between}"
+    );
+    let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
+    assert!(report.ok(), "{report}");
+}
+
 #[test]
 fn gpu_decode_is_bitwise_identical_over_three_launches() {
     let Some(dev) = gpu(Target::Sm90a) else {
@@ -197,12 +208,7 @@ fn gpu_decode_is_bitwise_identical_over_three_launches() {
     let runs: Vec<OutputBuffers> = (0..3)
         .map(|_| run_gpu(&dev, &case.problem, false, None).unwrap().out)
         .collect();
-    assert!(
-        runs.windows(2).all(|w| w[0] == w[1]),
-        "outputs differ between launches"
-    );
-    let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
-    assert!(report.ok(), "{report}");
+    assert_identical_and_in_contract(&case, &runs, "launches");
     eprintln!("gpu_decode_is_bitwise_identical_over_three_launches: 3 launches, identical bytes");
 }
 
@@ -232,12 +238,7 @@ fn gpu_decode_persistent_grid_is_bitwise_identical_for_any_sm_budget() {
         .iter()
         .map(|&sms| run_gpu(&dev, &case.problem, false, sms).unwrap().out)
         .collect();
-    assert!(
-        runs.windows(2).all(|w| w[0] == w[1]),
-        "outputs differ between launches or SM budgets"
-    );
-    let report = compare(&reference(&case.problem).unwrap(), &runs[0], None);
-    assert!(report.ok(), "{report}");
+    assert_identical_and_in_contract(&case, &runs, "launches or SM budgets");
     let refused = SwapAbDecode::new(dev.clone()).unwrap().with_sm_budget(0);
     assert!(matches!(refused, Err(DecodeError::SmBudget { .. })));
     eprintln!(

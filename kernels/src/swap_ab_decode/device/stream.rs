@@ -179,6 +179,7 @@
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
+use dsl_core::trace::Carry;
 use dsl_core::trace::{Pred, SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::{Carry, device};
 
@@ -188,7 +189,7 @@ use super::inputs::{
 use super::kernel::{Ctx, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
-use super::prefetch::{StagedList, TokenLoads};
+use super::prefetch::{StagedList, TokenInputs, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
 use super::stage::RawRows;
@@ -236,9 +237,8 @@ pub(super) fn run(
     };
 
     stage("1: the first token's lengths, slot ids, position and Q; its first records in flight");
-    let mut inputs = TokenLoads::issue(ctx, &lists, ctx.token).stage_ids(ctx, &lists);
-    sync_threads();
-    first_tiles.issue(ctx, &inputs.limits, Pred::constant(true));
+    let first_loads = TokenLoads::issue(ctx, &lists, ctx.token);
+    let mut inputs = first_tiles.stage(ctx, first_loads, || Pred::constant(true));
 
     let tokens = ctx.params.q.extent(0).cast::<u32>();
     let mut token = ctx.token;
@@ -263,23 +263,10 @@ pub(super) fn run(
             rank,
             phases,
         };
-        phases = match plan.teams {
-            1 => streams.run(&ctx, &setup, raws[0].as_ref(), &rescales[0]),
-            _ => {
-                let stream_team = |index: usize| {
-                    let team = Team::of_two(index as u32, tid, ctx.warp, ctx.lane);
-                    let team_ctx = ctx.in_team(&bufs[index], team);
-                    streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index])
-                };
-                let mut after = phases;
-                if ctx.warp < 8 {
-                    after = stream_team(0);
-                } else {
-                    after = stream_team(1);
-                }
-                after
-            }
-        };
+        phases = in_own_team(&ctx, phases, |index, team| {
+            let team_ctx = ctx.in_team(&bufs[index], team);
+            streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index])
+        });
 
         // Beside the merge, the CTA's next token: its reads once the tiles' buffers are
         // free (past the CTA's last token, the last one's again, and no copies: no read
@@ -291,12 +278,7 @@ pub(super) fn run(
             rank.unwrap_or(Val::constant(0)),
             precast,
             || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
-            |loads| {
-                let staged = loads.stage_ids(&ctx, &lists);
-                sync_threads();
-                first_tiles.issue(&ctx, &staged.limits, next.lt(tokens));
-                staged
-            },
+            |loads| first_tiles.stage(&ctx, loads, || next.lt(tokens)),
         );
         token = next;
     }
@@ -352,30 +334,50 @@ struct FirstTiles<'a> {
 }
 
 impl FirstTiles<'_> {
-    /// Issues the copies where `when` holds (the slot ids are staged and visible).
+    /// A token's slot ids from `loads` into shared memory, a barrier, then its first
+    /// tiles' copies (none where the records come into registers) where `when` holds.
+    /// Returns what stage 1 still stores.
     #[device]
-    fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>], when: Pred) {
+    fn stage(&self, ctx: &Ctx<'_>, loads: TokenLoads, when: impl FnOnce() -> Pred) -> TokenInputs {
+        let inputs = loads.stage_ids(ctx, self.lists);
+        sync_threads();
         if self.raws.iter().all(Option::is_none) {
-            return;
+            return inputs;
         }
-        let issue = |index: usize, team: Team| {
+        if when() {
+            self.issue(ctx, &inputs.limits);
+        }
+        inputs
+    }
+
+    /// Each team's copies of its first list's first tile.
+    #[device]
+    fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>]) {
+        in_own_team(ctx, (), |index, team| {
             let worker = Worker::of(ctx.plan, &team, self.rank);
             let shares = team_shares(ctx.plan, self.lists, limits, worker);
             if let Some(raw) = &self.raws[index] {
                 shares[0].issue(raw, shares[0].first_row(), &team);
             }
-        };
-        if when {
-            match ctx.plan.teams {
-                1 => issue(0, ctx.team),
-                _ => {
-                    if ctx.warp < 8 {
-                        issue(0, Team::of_two(0, ctx.tid, ctx.warp, ctx.lane));
-                    } else {
-                        issue(1, Team::of_two(1, ctx.tid, ctx.warp, ctx.lane));
-                    }
-                }
+        })
+    }
+}
+
+/// `body` for this thread's team and the team's index: the CTA's one team, or of two the
+/// one this thread's warp is in (a runtime branch, `body` traced in each arm; `otherwise`
+/// is what the branch starts from).
+#[device]
+fn in_own_team<R: Carry>(ctx: &Ctx<'_>, otherwise: R, body: impl Fn(usize, Team) -> R) -> R {
+    match ctx.plan.teams {
+        1 => body(0, ctx.team),
+        _ => {
+            let mut result = otherwise;
+            if ctx.warp < 8 {
+                result = body(0, Team::of_two(0, ctx.tid, ctx.warp, ctx.lane));
+            } else {
+                result = body(1, Team::of_two(1, ctx.tid, ctx.warp, ctx.lane));
             }
+            result
         }
     }
 }
@@ -410,9 +412,11 @@ impl TeamStreams<'_> {
         let mut done = Val::<u32>::constant(0);
         let mut base = self.phases.stage;
         for (index, share) in shares.iter().enumerate() {
-            // Where the previous list had no tile for the team, this list's first issues as
-            // the list starts, one phase past the previous list's empty first.
-            let first_at_start = (index > 0).then(|| shares[index - 1].tiles().eq(0u32));
+            // Through the stage, where the previous list had no tile for the team, this
+            // list's first issues as the list starts, one phase past the previous list's
+            // empty first.
+            let first_at_start =
+                (index > 0 && raw.is_some()).then(|| shares[index - 1].tiles().eq(0u32));
             if let Some(at_start) = first_at_start {
                 base += at_start.select(1u32, 0u32);
             }
