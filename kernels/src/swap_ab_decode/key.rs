@@ -273,6 +273,16 @@ impl CompileKey {
     /// the SMs hold at once (one CTA an SM), and each CTA walks tokens y, y + Y, ... so that
     /// it loads the next token's inputs and first records while it merges the current one
     /// (`device/stream.rs`).
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::CompileKey;
+    /// let streamed: CompileKey = "h32_nk128_ne512_fp8_p64x64_stream_sm90a".parse()?;
+    /// // Two head groups share 132 SMs: 66 CTAs each, walking 512 tokens.
+    /// assert_eq!(streamed.grid(512, 132), [1, 66, 2]);
+    /// let cluster: CompileKey = "h16_nk128_ne512_fp8_p64x64_stream3_sm90a".parse()?;
+    /// assert_eq!(cluster.grid(32, 132), [3, 32, 1]);
+    /// # Ok::<(), kernels::swap_ab_decode::KeyError>(())
+    /// ```
     pub fn grid(&self, tokens: usize, sms: usize) -> [u32; 3] {
         let groups = self.head_groups();
         let rows = match self.schedule {

@@ -100,7 +100,7 @@ fn cache_arg(mem: &mut Memory, name: &str, cache: &PagedCache) -> Arg {
 
 /// The SMs the interpreter's grid is sized for: few, so that a persistent grid
 /// ([`CompileKey::grid`]) walks its CTAs through several tokens in every case of more than
-/// three tokens, as a GPU does from 133 tokens on an H200.
+/// three tokens, as a GPU of 132 SMs (H100, H200) does from 133 tokens on.
 pub const INTERPRETER_SMS: usize = 3;
 
 fn slot_args(mem: &mut Memory, name: &str, list: &SlotList) -> (Arg, Arg) {

@@ -935,6 +935,22 @@ impl SwapAbDecode {
     /// instead of the device's: their persistent grid then holds at most `sms` CTAs (a
     /// serving engine that leaves SMs to another stream; a test that runs several tokens a
     /// CTA at a small token count). Other launches are one cluster a token, as before.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use kernels::swap_ab_decode::{DecodeError, SwapAbDecode};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let device = Arc::new(dsl_core::jit::Device::open(0)?);
+    /// // Leave all but 100 SMs to another stream's work.
+    /// let decode = SwapAbDecode::new(device.clone())?.with_sm_budget(100)?;
+    /// assert!(matches!(
+    ///     SwapAbDecode::new(device)?.with_sm_budget(0),
+    ///     Err(DecodeError::SmBudget { sms: 0, .. })
+    /// ));
+    /// # let _ = decode;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn with_sm_budget(mut self, sms: usize) -> Result<Self, DecodeError> {
         let device_sms = self.device.info().sm_count as usize;
         if sms == 0 || sms > device_sms {
