@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use dsl_core::Target;
 use dsl_core::arch::memory::{load, store_if};
 use dsl_core::arch::pdl::launch_dependents;
 use dsl_core::arch::thread::{block_idx_x, thread_idx_x};
 use dsl_core::jit::{self, Device, KernelArg, Launch, TensorArg};
 use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+use dsl_core::{Target, ptxas};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
     CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, OutputBuffers,
@@ -41,6 +41,9 @@ unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
 
 #[global_allocator]
 static COUNTING_ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// The driver's switch for its JIT disk cache.
+const NO_JIT_CACHE: &str = "CUDA_CACHE_DISABLE";
 
 fn gpu(target: Target) -> Option<Arc<Device>> {
     jit::test_device(target).map(Arc::new)
@@ -109,6 +112,54 @@ fn gpu_decode_every_snapshot_key_at_four_sizes() {
         }
     }
     run_all(&dev, cases);
+}
+
+/// The driver's own JIT, which may be an older ptxas than the one the snapshot checks run
+/// (CUDA 13.0's against 13.5), degrades no production kernel: its verbose log has a
+/// register report, no spill and no `C75xx` line for every snapshot and variant key.
+/// A module the driver takes from its disk cache comes with an empty log, so the check
+/// runs in a child process of this test binary with the cache off.
+#[test]
+fn gpu_decode_driver_jit_degrades_no_kernel() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    if std::env::var_os(NO_JIT_CACHE).is_none() {
+        let name = "gpu_decode_driver_jit_degrades_no_kernel";
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--nocapture"])
+            .env(NO_JIT_CACHE, "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name} failed with the JIT cache off");
+        return;
+    }
+    let decode = SwapAbDecode::new(dev)
+        .unwrap()
+        .with_mode(CompileMode::OnDemand);
+    let mut degraded = Vec::new();
+    for key in snapshot_keys(Target::Sm90a)
+        .into_iter()
+        .chain(variant_keys(Target::Sm90a))
+    {
+        let kernel = decode.kernel(&key).unwrap();
+        let log = kernel.jit_log();
+        let report = ptxas::parse_report(log).unwrap_or_else(|| {
+            panic!("{key}: the driver's JIT log has no register report:\n{log}")
+        });
+        eprintln!(
+            "{key}: driver JIT {} registers, {} bytes spilled",
+            report.registers,
+            report.spill_stores + report.spill_loads
+        );
+        if let Some((code, line)) = ptxas::degradation(log) {
+            degraded.push(format!("{key}: {code}: {line}"));
+        }
+        if report.spill_stores + report.spill_loads > 0 {
+            degraded.push(format!("{key}: the driver's JIT spills:\n{log}"));
+        }
+    }
+    assert!(degraded.is_empty(), "{}", degraded.join("\n"));
 }
 
 #[test]

@@ -16,7 +16,7 @@ use crate::ir::{Kernel, LaunchBounds, Param};
 const DEFAULT_SMEM_LIMIT: u32 = 48 * 1024;
 /// Largest cluster the hardware guarantees without `NON_PORTABLE_CLUSTER_SIZE_ALLOWED`.
 const PORTABLE_CLUSTER_CTAS: u32 = 8;
-/// Bytes of JIT error log kept from a failed module load.
+/// Bytes kept of each JIT log (errors of a failed load; the verbose info of a loaded one).
 const JIT_LOG_BYTES: usize = 16 * 1024;
 
 /// What launching a kernel needs from its trace, without the body.
@@ -80,6 +80,7 @@ pub struct LoadedKernel {
     info: KernelInfo,
     function: sys::CUfunction,
     module: Module,
+    jit_log: String,
 }
 
 // SAFETY: a CUfunction and a CUmodule are context-wide handles, valid on any thread that
@@ -101,18 +102,25 @@ impl LoadedKernel {
             .map_err(|e| JitError::driver("cuCtxSetCurrent", doing(), e))?;
         let image = CString::new(ptx).expect("the PTX printer writes no NUL bytes");
         let mut log = vec![0u8; JIT_LOG_BYTES];
+        let mut info_log = vec![0u8; JIT_LOG_BYTES];
         let mut options = [
             CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
             CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+            CUjit_option::CU_JIT_INFO_LOG_BUFFER,
+            CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            CUjit_option::CU_JIT_LOG_VERBOSE,
         ];
-        // The size option's value is passed in the pointer slot itself, as the API asks.
+        // Sizes and flags are passed in the pointer slot itself, as the API asks.
         let mut values = [
             log.as_mut_ptr().cast::<c_void>(),
             JIT_LOG_BYTES as *mut c_void,
+            info_log.as_mut_ptr().cast::<c_void>(),
+            JIT_LOG_BYTES as *mut c_void,
+            std::ptr::without_provenance_mut(1),
         ];
         let mut raw = std::ptr::null_mut();
-        // SAFETY: `image` is NUL-terminated PTX; the log buffer outlives the call and its
-        // size is passed alongside it.
+        // SAFETY: `image` is NUL-terminated PTX; the log buffers outlive the call and their
+        // sizes are passed alongside them.
         let loaded = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut raw,
@@ -124,12 +132,11 @@ impl LoadedKernel {
         }
         .result();
         if let Err(error) = loaded {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             return Err(JitError::ModuleLoad {
                 kernel: info.name.clone(),
                 target: info.target,
                 error,
-                log: String::from_utf8_lossy(&log[..end]).trim_end().to_string(),
+                log: log_text(&log),
             });
         }
         let module = Module {
@@ -168,11 +175,19 @@ impl LoadedKernel {
             info,
             function,
             module,
+            jit_log: log_text(&info_log),
         })
     }
 
     pub fn info(&self) -> &KernelInfo {
         &self.info
+    }
+
+    /// The driver JIT's verbose log of this kernel's load (its ptxas `-v` lines: registers,
+    /// spills, and any `C75xx` degradation, which [`crate::ptxas::degradation`] finds).
+    /// The driver's JIT may be an older ptxas than the one the snapshot checks run.
+    pub fn jit_log(&self) -> &str {
+        &self.jit_log
     }
 
     pub(crate) fn function(&self) -> sys::CUfunction {
@@ -182,4 +197,12 @@ impl LoadedKernel {
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.module.ctx
     }
+}
+
+/// A JIT log buffer's text, up to its NUL.
+fn log_text(buffer: &[u8]) -> String {
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    String::from_utf8_lossy(&buffer[..end])
+        .trim_end()
+        .to_string()
 }

@@ -101,22 +101,28 @@ impl WgmmaStage {
         let p = thr.partition_b(&p);
         let onto = running.is_some();
         let acc = running.unwrap_or_else(|| thr.partition_fragment_c());
-        wgmma::fence();
+        let issue = |steps: std::ops::Range<i64>| {
+            wgmma::fence();
+            thr.gemm_k_steps(&acc, &v_t, &p, steps, onto);
+            wgmma::commit_group();
+        };
         match rows {
-            TileRows::All => {
-                let steps = i64::from(plan.kv_rows / 16);
-                thr.gemm_k_steps(&acc, &v_t, &p, 0..steps, onto)
-            }
+            TileRows::All => issue(0..i64::from(plan.kv_rows / 16)),
             TileRows::ByRank(rank) => {
-                thr.gemm_k_steps(&acc, &v_t, &p, 0..SWA_STEPS, onto);
                 if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
+                    // Each path fences and commits its own wgmmas: where the paths join
+                    // with MMAs in flight, ptxas 13.0 (the JIT of CUDA 13.0 drivers)
+                    // injects a fence of its own and reports it (C7519).
                     if rank >= plan.swa_tiles {
-                        thr.gemm_k_steps(&acc, &v_t, &p, SWA_STEPS..TILE_STEPS, true);
+                        issue(0..TILE_STEPS);
+                    } else {
+                        issue(0..SWA_STEPS);
                     }
+                } else {
+                    issue(0..SWA_STEPS);
                 }
             }
         }
-        wgmma::commit_group();
         acc
     }
 
