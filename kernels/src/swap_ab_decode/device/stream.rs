@@ -355,9 +355,9 @@ impl FirstTiles<'_> {
     fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>]) {
         in_own_team(ctx, (), |index, team| {
             let worker = Worker::of(ctx.plan, &team, self.rank);
-            let shares = team_shares(ctx.plan, self.lists, limits, worker);
+            let first = ListShare::of_worker(ctx.plan, &self.lists[0], limits[0], worker);
             if let Some(raw) = &self.raws[index] {
-                shares[0].issue(raw, shares[0].first_row(), &team);
+                first.issue(raw, first.first_row(), &team);
             }
         })
     }
