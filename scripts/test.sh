@@ -25,8 +25,19 @@ fi
 [ -n "$PTXAS" ] || { echo "error: could not install ptxas (pip install nvidia-cuda-nvcc)" >&2; exit 1; }
 export KESTREL_PTXAS="$(realpath "$PTXAS")"
 export KESTREL_REQUIRE_PTXAS=1
+# The ptxas of the GPU machines' drivers (CUDA 13.0), which degrades code the pinned one
+# takes silently: every sm_90a snapshot must assemble under it too (tests/ptxas.rs).
+DRIVER_PTXAS="${KESTREL_DRIVER_PTXAS:-$(find target/tools/py-driver -name ptxas -type f 2>/dev/null | head -n 1 || true)}"
+if [ -z "$DRIVER_PTXAS" ]; then
+    echo "installing the drivers' ptxas (nvidia-cuda-nvcc 13.0) into target/tools/py-driver" >&2
+    python3 -m venv target/tools/py-driver
+    target/tools/py-driver/bin/pip install --quiet --disable-pip-version-check nvidia-cuda-nvcc==13.0.88
+    DRIVER_PTXAS="$(find target/tools/py-driver -name ptxas -type f | head -n 1)"
+fi
+[ -n "$DRIVER_PTXAS" ] || { echo "error: could not install the drivers' ptxas (nvidia-cuda-nvcc==13.0.88)" >&2; exit 1; }
+export KESTREL_DRIVER_PTXAS="$(realpath "$DRIVER_PTXAS")"
 export INSTA_UPDATE=no
-echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1)"
+echo "ptxas: $("$KESTREL_PTXAS" --version | tail -n 1); the drivers': $("$KESTREL_DRIVER_PTXAS" --version | tail -n 1)"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
