@@ -116,7 +116,10 @@
 //! rounds) two staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128,
 //! 0.893x for `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one
 //! or two tiles), 0.964x at H=32 and 0.939x at NE 1024 s_q 512; started together, 0-4%
-//! slower than staggered (the README has the table).
+//! slower than staggered (the README has the table). The persistent CTA staggers every
+//! token, though the second team's first records are in its stage before the token
+//! starts: starting a CTA's later tokens together measured 1.002-1.005x at s_q 512 (fp8,
+//! H=16 and 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
 //!
 //! Why clusters of streamed CTAs: a CTA's 128-row tile takes about 7.4 us on the H200
 //! whether or not the SM has other work, so a step whose tokens leave SMs idle is bound by
