@@ -166,16 +166,27 @@ pub fn assemble_with(ptxas: &Path, module: &PtxModule) -> Result<PtxasReport, Pt
             log,
         });
     }
+    read_log(&module.kernel, module.target, log)
+}
+
+/// What the `-v` log of a module ptxas accepted says of `kernel` (also the driver JIT's
+/// verbose log, [`crate::jit::LoadedKernel::jit_log`]): its report, or the `C75xx`
+/// degradation or unreadable log that makes it a failure.
+pub fn read_log(
+    kernel: &str,
+    target: crate::Target,
+    log: String,
+) -> Result<PtxasReport, PtxasError> {
     if let Some((code, line)) = degradation(&log) {
         return Err(PtxasError::Degraded {
-            kernel: module.kernel.clone(),
-            target: module.target,
+            kernel: kernel.to_string(),
+            target,
             code,
             line,
         });
     }
     parse_report(&log).ok_or_else(|| PtxasError::Unparsed {
-        kernel: module.kernel.clone(),
+        kernel: kernel.to_string(),
         log,
     })
 }

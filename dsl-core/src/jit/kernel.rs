@@ -113,9 +113,9 @@ impl LoadedKernel {
         // Sizes and flags are passed in the pointer slot itself, as the API asks.
         let mut values = [
             log.as_mut_ptr().cast::<c_void>(),
-            JIT_LOG_BYTES as *mut c_void,
+            std::ptr::without_provenance_mut(JIT_LOG_BYTES),
             info_log.as_mut_ptr().cast::<c_void>(),
-            JIT_LOG_BYTES as *mut c_void,
+            std::ptr::without_provenance_mut(JIT_LOG_BYTES),
             std::ptr::without_provenance_mut(1),
         ];
         let mut raw = std::ptr::null_mut();
@@ -184,7 +184,7 @@ impl LoadedKernel {
     }
 
     /// The driver JIT's verbose log of this kernel's load (its ptxas `-v` lines: registers,
-    /// spills, and any `C75xx` degradation, which [`crate::ptxas::degradation`] finds).
+    /// spills, and any `C75xx` degradation; [`crate::ptxas::read_log`] reads it).
     /// The driver's JIT may be an older ptxas than the one the snapshot checks run.
     pub fn jit_log(&self) -> &str {
         &self.jit_log
