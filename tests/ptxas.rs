@@ -31,16 +31,27 @@ fn target_of(name: &str) -> Option<Target> {
     }
 }
 
+/// A ptxas a check needs: `found`, or where it is missing a failure (`missing`) when
+/// `KESTREL_REQUIRE_PTXAS=1`, else a skip line (`skipped`) and none.
+fn required(found: Option<PathBuf>, missing: &str, skipped: &str) -> Option<PathBuf> {
+    if found.is_none() {
+        assert!(
+            std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() != Ok("1"),
+            "{missing}"
+        );
+        eprintln!("{skipped}");
+    }
+    found
+}
+
 #[test]
 fn every_snapshot_assembles() {
-    let Some(ptxas_path) = ptxas::find() else {
-        if std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() == Ok("1") {
-            panic!(
-                "ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found: \
-                 pip install nvidia-cuda-nvcc, or set KESTREL_PTXAS"
-            );
-        }
-        eprintln!("SKIPPED ptxas check: ptxas not found (pip install nvidia-cuda-nvcc)");
+    let Some(ptxas_path) = required(
+        ptxas::find(),
+        "ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found: \
+         pip install nvidia-cuda-nvcc, or set KESTREL_PTXAS",
+        "SKIPPED ptxas check: ptxas not found (pip install nvidia-cuda-nvcc)",
+    ) else {
         return;
     };
     assemble_snapshots(&ptxas_path, |_| true);
@@ -54,15 +65,13 @@ fn every_snapshot_assembles() {
 /// `KESTREL_REQUIRE_PTXAS=1`.
 #[test]
 fn every_sm90a_snapshot_assembles_under_the_drivers_ptxas() {
-    let Some(ptxas_path) = std::env::var_os("KESTREL_DRIVER_PTXAS").map(PathBuf::from) else {
-        if std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() == Ok("1") {
-            panic!(
-                "the driver's ptxas is required (KESTREL_REQUIRE_PTXAS=1) but \
-                 KESTREL_DRIVER_PTXAS is not set: run scripts/test.sh, or pip install \
-                 nvidia-cuda-nvcc==13.0.88 and point KESTREL_DRIVER_PTXAS at its ptxas"
-            );
-        }
-        eprintln!("SKIPPED driver ptxas check: KESTREL_DRIVER_PTXAS is not set");
+    let Some(ptxas_path) = required(
+        std::env::var_os("KESTREL_DRIVER_PTXAS").map(PathBuf::from),
+        "the driver's ptxas is required (KESTREL_REQUIRE_PTXAS=1) but KESTREL_DRIVER_PTXAS is \
+         not set: run scripts/test.sh, or pip install nvidia-cuda-nvcc==13.0.88 and point \
+         KESTREL_DRIVER_PTXAS at its ptxas",
+        "SKIPPED driver ptxas check: KESTREL_DRIVER_PTXAS is not set",
+    ) else {
         return;
     };
     println!("{}", ptxas::version(&ptxas_path).unwrap());
@@ -137,11 +146,11 @@ fn assemble_snapshots(ptxas_path: &Path, include: impl Fn(Target) -> bool) {
 #[test]
 fn the_resource_table_in_the_docs_is_current() {
     use kernels::swap_ab_decode::resources::{RESOURCES_FILE, resource_table};
-    let Some(ptxas_path) = ptxas::find() else {
-        if std::env::var("KESTREL_REQUIRE_PTXAS").as_deref() == Ok("1") {
-            panic!("ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found");
-        }
-        eprintln!("SKIPPED resource table check: ptxas not found");
+    let Some(ptxas_path) = required(
+        ptxas::find(),
+        "ptxas is required (KESTREL_REQUIRE_PTXAS=1) but was not found",
+        "SKIPPED resource table check: ptxas not found",
+    ) else {
         return;
     };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
