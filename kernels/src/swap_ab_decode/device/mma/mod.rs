@@ -35,7 +35,7 @@ use dsl_core::arch::memory::{load, store};
 use dsl_core::ir::Reg;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, LayoutError};
 use dsl_core::tensor::{Regs, Shared, Tensor};
-use dsl_core::trace::{Carry, SmemTile, Val, trace_error};
+use dsl_core::trace::{Carry, Pred, SmemTile, Val, trace_error};
 use dsl_macros::device;
 use half::bf16;
 
@@ -152,6 +152,15 @@ pub enum TileRows {
     ByRank(Val<u32>),
     /// All 128 (streamed tiles are 128 rows of either list).
     All,
+}
+
+impl TileRows {
+    /// Whether split rank `rank` holds 128 rows (a compressed tile in a cluster of whole
+    /// tiles; the SWA ranks hold 64): a runtime test, or none where every rank holds 64.
+    pub(super) fn whole_tile_at(plan: &Plan, rank: Val<u32>) -> Option<Pred> {
+        (plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32)
+            .then(|| rank.ge(plan.swa_tiles))
+    }
 }
 
 /// How stage 6 writes a tile's O = hi + lo to the partial.

@@ -192,8 +192,8 @@ impl Tcgen05Stage {
                     TileRows::ByRank(rank) => {
                         self.outputs_mma
                             .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
-                        if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
-                            if rank >= plan.swa_tiles {
+                        if let Some(whole) = TileRows::whole_tile_at(plan, rank) {
+                            if whole {
                                 self.outputs_mma.gemm_k_steps(
                                     o,
                                     &v_t,

@@ -14,11 +14,11 @@ use super::{
     PartialUpdate, SWA_STEPS, TILE_STEPS, TileRows, cell_offsets, partial_as_outputs_tile,
     store_summed, value_operands,
 };
+use crate::swap_ab_decode::HEAD_DIM;
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::smem::{Buffers, checked};
 use crate::swap_ab_decode::device::softmax::row_and_group;
 use crate::swap_ab_decode::device::team::Team;
-use crate::swap_ab_decode::{HEAD_DIM, TILE};
 
 /// sm_90a: a team's tilings and its shared-memory stand-in for S `[kv_rows, H]` f32.
 pub struct WgmmaStage {
@@ -108,20 +108,19 @@ impl WgmmaStage {
         };
         match rows {
             TileRows::All => issue(0..i64::from(plan.kv_rows / 16)),
-            TileRows::ByRank(rank) => {
-                if plan.extra_tiles > 0 && plan.extra_tile_rows == TILE as u32 {
-                    // Each path fences and commits its own wgmmas: where the paths join
-                    // with MMAs in flight, ptxas 13.0 (the JIT of CUDA 13.0 drivers)
-                    // injects a fence of its own and reports it (C7519).
-                    if rank >= plan.swa_tiles {
+            TileRows::ByRank(rank) => match TileRows::whole_tile_at(plan, rank) {
+                // Each path fences and commits its own wgmmas: where the paths join with
+                // MMAs in flight, ptxas 13.0 (the JIT of CUDA 13.0 drivers) injects a fence
+                // of its own and reports it (C7519).
+                Some(whole) => {
+                    if whole {
                         issue(0..TILE_STEPS);
                     } else {
                         issue(0..SWA_STEPS);
                     }
-                } else {
-                    issue(0..SWA_STEPS);
                 }
-            }
+                None => issue(0..SWA_STEPS),
+            },
         }
         acc
     }
