@@ -172,6 +172,20 @@ pub fn assemble_with(ptxas: &Path, module: &PtxModule) -> Result<PtxasReport, Pt
 /// What the `-v` log of a module ptxas accepted says of `kernel` (also the driver JIT's
 /// verbose log, [`crate::jit::LoadedKernel::jit_log`]): its report, or the `C75xx`
 /// degradation or unreadable log that makes it a failure.
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::ptxas::{self, PtxasError};
+/// let log = "ptxas info    : Used 70 registers, used 1 barriers\n\
+///            ptxas info    : 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads";
+/// assert_eq!(ptxas::read_log("k", Target::Sm90a, log.into())?.registers, 70);
+/// let fenced = format!("ptxas info    : (C7519) warpgroup.arrive is injected\n{log}");
+/// assert!(matches!(
+///     ptxas::read_log("k", Target::Sm90a, fenced),
+///     Err(PtxasError::Degraded { .. })
+/// ));
+/// # Ok::<(), PtxasError>(())
+/// ```
 pub fn read_log(
     kernel: &str,
     target: crate::Target,

@@ -185,7 +185,23 @@ impl LoadedKernel {
 
     /// The driver JIT's verbose log of this kernel's load (its ptxas `-v` lines: registers,
     /// spills, and any `C75xx` degradation; [`crate::ptxas::read_log`] reads it).
-    /// The driver's JIT may be an older ptxas than the one the snapshot checks run.
+    /// The driver's JIT may be an older ptxas than the one the snapshot checks run. A
+    /// module the driver serves from its disk cache has an empty log (`CUDA_CACHE_DISABLE=1`
+    /// before the process starts turns the cache off).
+    ///
+    /// ```no_run
+    /// use dsl_core::jit::Device;
+    /// use dsl_core::ptxas;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let traced: dsl_core::ir::Kernel = unimplemented!();
+    /// let device = Device::open(0)?;
+    /// let kernel = device.load(&traced)?;
+    /// let info = kernel.info();
+    /// let report = ptxas::read_log(&info.name, info.target, kernel.jit_log().into())?;
+    /// println!("the driver's JIT: {} registers", report.registers);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn jit_log(&self) -> &str {
         &self.jit_log
     }
