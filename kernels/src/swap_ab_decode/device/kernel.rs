@@ -29,7 +29,7 @@ use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
-use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, pull_partials};
+use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, load_sinks, pull_partials};
 use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
@@ -202,6 +202,8 @@ pub(super) fn merge_stages<T, U>(
 ) -> U {
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     let peers = plan.merges_peers();
+    let tensors = ctx.epilogue_tensors(precast);
+    let sinks = load_sinks(plan, tid, rank, &tensors);
     stage("7: every partial and statistic is final");
     if peers {
         cluster_arrive();
@@ -220,8 +222,7 @@ pub(super) fn merge_stages<T, U>(
     }
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
-    let tensors = ctx.epilogue_tensors(precast);
-    let merge = MergeAndStore::new(plan, buf, &pulls, (tid, rank), &tensors);
+    let merge = MergeAndStore::new(plan, buf, &pulls, &sinks, (tid, rank), &tensors);
     let half = merge.passes() / 2;
     for pass in 0..half {
         merge.pass(pass);

@@ -89,12 +89,33 @@ pub struct EpilogueTensors {
     pub precast: Option<Tensor<f32, 3>>,
 }
 
+/// Stage 9's sink logit of this thread's unit in every merge pass. It depends on the head
+/// alone, so the merge loads it before the partials are final (stage 7's barrier): loaded
+/// by the pass itself, its trip to memory came after the cluster barrier and the DSMEM
+/// pulls, on the chain of a token that a launch of one token is.
+#[device]
+pub fn load_sinks(
+    plan: &Plan,
+    tid: Val<u32>,
+    rank: Val<u32>,
+    tensors: &EpilogueTensors,
+) -> Vec<Val<f32>> {
+    (0..plan.merge_passes)
+        .map(|pass| {
+            let (_, unit) = unit_of(plan, pass, tid, rank);
+            load(tensors.sink.view([None]).at(tensors.heads.head(unit / 16)))
+        })
+        .collect()
+}
+
 /// Stage 9, pass by pass ([`MergeAndStore::pass`]): combine the peers' partials with their
 /// statistics and the sink, inverse RoPE, MXFP8 cast, store in the o-fused layout.
 pub struct MergeAndStore<'a> {
     plan: &'a Plan,
     buf: &'a Buffers,
     pulls: &'a [Vec<[Val<f32>; 4]>],
+    /// Each pass's sink logit ([`load_sinks`]).
+    sinks: &'a [Val<f32>],
     tid: Val<u32>,
     rank: Val<u32>,
     tensors: &'a EpilogueTensors,
@@ -110,12 +131,13 @@ type GlobalView<T> = dsl_core::tensor::Tensor<T, dsl_core::tensor::Global>;
 
 impl<'a> MergeAndStore<'a> {
     /// The views and this thread's place that every pass shares, from `pulls`
-    /// ([`pull_partials`]).
+    /// ([`pull_partials`]) and `sinks` ([`load_sinks`]).
     #[device]
     pub fn new(
         plan: &'a Plan,
         buf: &'a Buffers,
         pulls: &'a [Vec<[Val<f32>; 4]>],
+        sinks: &'a [Val<f32>],
         (tid, rank): (Val<u32>, Val<u32>),
         tensors: &'a EpilogueTensors,
     ) -> Self {
@@ -129,6 +151,7 @@ impl<'a> MergeAndStore<'a> {
             plan,
             buf,
             pulls,
+            sinks,
             tid,
             rank,
             tensors,
@@ -150,7 +173,7 @@ impl<'a> MergeAndStore<'a> {
     pub fn pass(&self, pass: usize) {
         let (plan, buf, pulls, tid, rank) = (self.plan, self.buf, self.pulls, self.tid, self.rank);
         let (tensors, slice, count) = (self.tensors, self.slice, self.count);
-        let (sink, token) = (tensors.sink, tensors.token);
+        let token = tensors.token;
         let (out, out_scale, precast) = (&self.out, &self.out_scale, &self.precast);
         let parts = &pulls[pass];
         let (index, unit) = unit_of(plan, pass as u32, tid, rank);
@@ -158,7 +181,7 @@ impl<'a> MergeAndStore<'a> {
         let head = unit / 16;
         let chunk = unit % 16;
         let global_head = tensors.heads.head(head);
-        let sink_logit: Val<f32> = load(sink.view([None]).at(global_head));
+        let sink_logit = self.sinks[pass];
         let sink2 = sink_logit * LOG2E as f32;
         let mut maxima = Vec::new();
         let mut sums = Vec::new();
