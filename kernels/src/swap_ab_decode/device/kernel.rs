@@ -29,7 +29,8 @@ use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
-use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, load_sinks, pull_partials};
+pub(super) use super::merge::load_sinks;
+use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, pull_partials};
 use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
 use super::smem::Buffers;
@@ -143,7 +144,6 @@ impl<'a> Ctx<'a> {
         EpilogueTensors {
             token: self.token,
             heads: self.query.heads,
-            sink: self.params.sink,
             out: self.params.out,
             out_scale: self.params.out_scale,
             precast,
@@ -186,7 +186,8 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 /// Stages 7-10, the same in both schedules once this CTA's partial and statistics are in
 /// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
 /// this CTA's output units from every peer in rank order, merge with the sink, inverse
-/// RoPE, MXFP8 cast and o-fused store; no CTA exits while a peer may still read it. A
+/// RoPE, MXFP8 cast and o-fused store (with the sink logits `sinks` the CTA loaded,
+/// [`load_sinks`]); no CTA exits while a peer may still read it. A
 /// streamed CTA without peers needs only its own barriers. Beside the merge (what a
 /// persistent CTA does for its next token): `after_publish` once every partial and
 /// statistic is final (the shared memory the tiles used is free), and `halfway`, between
@@ -195,15 +196,13 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 #[device]
 pub(super) fn merge_stages<T, U>(
     ctx: &Ctx<'_>,
-    rank: Val<u32>,
+    (rank, sinks): (Val<u32>, &[Val<f32>]),
     precast: Option<Tensor<f32, 3>>,
     after_publish: impl FnOnce() -> T,
     halfway: impl FnOnce(T) -> U,
 ) -> U {
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     let peers = plan.merges_peers();
-    let tensors = ctx.epilogue_tensors(precast);
-    let sinks = load_sinks(plan, tid, rank, &tensors);
     stage("7: every partial and statistic is final");
     if peers {
         cluster_arrive();
@@ -222,7 +221,8 @@ pub(super) fn merge_stages<T, U>(
     }
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
-    let merge = MergeAndStore::new(plan, buf, &pulls, &sinks, (tid, rank), &tensors);
+    let tensors = ctx.epilogue_tensors(precast);
+    let merge = MergeAndStore::new(plan, buf, &pulls, sinks, (tid, rank), &tensors);
     let half = merge.passes() / 2;
     for pass in 0..half {
         merge.pass(pass);

@@ -82,28 +82,28 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
 pub struct EpilogueTensors {
     pub token: Val<u32>,
     pub heads: HeadGroup,
-    pub sink: Tensor<f32, 1>,
     pub out: Tensor<E4m3, 3>,
     pub out_scale: Tensor<i32, 3>,
     /// The debug epilogue's `[s_q, heads, 512]` fp32 output before the cast.
     pub precast: Option<Tensor<f32, 3>>,
 }
 
-/// Stage 9's sink logit of this thread's unit in every merge pass. It depends on the head
-/// alone, so the merge loads it before the partials are final (stage 7's barrier): loaded
-/// by the pass itself, its trip to memory came after the cluster barrier and the DSMEM
-/// pulls, on the chain of a token that a launch of one token is.
+/// Stage 9's sink logit of this thread's unit in every merge pass, CTA `rank` of the
+/// token's cluster. It depends on the head alone: the split schedule loads it with the
+/// tile's inputs, a streamed CTA before stage 7's barrier. Loaded by the pass itself, its
+/// trip to memory came after the cluster barrier and the DSMEM pulls, on the one token's
+/// chain that a launch of few tokens is.
 #[device]
 pub fn load_sinks(
     plan: &Plan,
-    tid: Val<u32>,
-    rank: Val<u32>,
-    tensors: &EpilogueTensors,
+    (tid, rank): (Val<u32>, Val<u32>),
+    sink: Tensor<f32, 1>,
+    heads: &HeadGroup,
 ) -> Vec<Val<f32>> {
     (0..plan.merge_passes)
         .map(|pass| {
             let (_, unit) = unit_of(plan, pass, tid, rank);
-            load(tensors.sink.view([None]).at(tensors.heads.head(unit / 16)))
+            load(sink.view([None]).at(heads.head(unit / 16)))
         })
         .collect()
 }

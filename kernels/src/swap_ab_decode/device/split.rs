@@ -29,7 +29,7 @@ use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
+use super::kernel::{Ctx, load_sinks, merge_stages, score_tile, sum_columns};
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
 use crate::swap_ab_decode::SWA_ROWS;
@@ -42,6 +42,7 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
 
     stage("1-2: loads, Q RoPE, KV dequant into shared memory");
+    let sinks = load_sinks(plan, (tid, rank), ctx.params.sink, &query.heads);
     let mut tile_live = Pred::constant(false);
     let swa_rows = SWA_ROWS as u32;
     let extra_rows = plan.extra_tile_rows;
@@ -86,6 +87,6 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         buf.zero_partial(plan, team);
     }
 
-    merge_stages(ctx, rank, precast, || (), |()| ());
+    merge_stages(ctx, (rank, &sinks), precast, || (), |()| ());
     mma.release(ctx.warp);
 }

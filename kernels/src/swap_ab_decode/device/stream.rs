@@ -189,7 +189,7 @@ use dsl_macros::{Carry, device};
 use super::inputs::{
     Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_staged_slot, store_tile,
 };
-use super::kernel::{Ctx, merge_stages, score_tile};
+use super::kernel::{Ctx, load_sinks, merge_stages, score_tile};
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
 use super::prefetch::{StagedList, TokenInputs, TokenLoads};
@@ -241,6 +241,7 @@ pub(super) fn run(
 
     stage("1: the first token's lengths, slot ids, position and Q; its first records in flight");
     let first_loads = TokenLoads::issue(ctx, &lists, ctx.token);
+    let merge_rank = rank.unwrap_or(Val::constant(0));
     let mut inputs = first_tiles.stage(ctx, first_loads, || Pred::constant(true));
 
     let tokens = ctx.params.q.extent(0).cast::<u32>();
@@ -271,6 +272,9 @@ pub(super) fn run(
             streams.run(&team_ctx, &setup, raws[index].as_ref(), &rescales[index])
         });
 
+        // Held across the tiles, the sink logits took ptxas to the 128-register cap of the
+        // teams' kernels (127 from 123): a streamed CTA loads them as its merge starts.
+        let sinks = load_sinks(plan, (tid, merge_rank), ctx.params.sink, &ctx.query.heads);
         // Beside the merge, the CTA's next token: its reads once the tiles' buffers are
         // free (past the CTA's last token, the last one's again, and no copies: no read
         // leaves the tensors), then its slot ids staged and, after a barrier, its first
@@ -278,7 +282,7 @@ pub(super) fn run(
         let next = token + grid_dim_y();
         inputs = merge_stages(
             &ctx,
-            rank.unwrap_or(Val::constant(0)),
+            (merge_rank, &sinks),
             precast,
             || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
             |loads| first_tiles.stage(&ctx, loads, || next.lt(tokens)),
