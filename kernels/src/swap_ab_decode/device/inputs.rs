@@ -11,7 +11,7 @@ use dsl_core::arch::memory::{
 };
 use dsl_core::arch::thread::ballot;
 use dsl_core::layout::IntTuple;
-use dsl_core::trace::{Bf16x2, Index, Pred, SmemTile, Tensor, Val};
+use dsl_core::trace::{Bf16x2, Index, Pred, SmemTile, Tensor, Val, trace_error};
 use dsl_macros::device;
 use half::bf16;
 
@@ -103,6 +103,21 @@ impl RowMap {
             per_row,
             rows,
         }
+    }
+
+    /// The word, counted from a row's first scale byte, that holds the two e4m3 scales of
+    /// this thread's NVFP4 chunk `k` of 32 values: chunk c = part + per_row k takes the
+    /// row's scale bytes 2c and 2c + 1, both in word c / 2 (`per_row` even: no two threads'
+    /// chunks share a word). One word a chunk, not all 32 scale bytes: registers.
+    #[track_caller]
+    pub fn fp4_scale_word(&self, k: u32) -> Val<u32> {
+        if self.per_row % 2 != 0 {
+            trace_error(format!(
+                "{} threads a row split the NVFP4 scale words between threads",
+                self.per_row
+            ));
+        }
+        self.part / 2 + self.per_row / 2 * k
     }
 }
 
@@ -278,11 +293,9 @@ pub fn gather(list: &KvList, map: &RowMap, slot: &Slot, limit: Option<Val<i32>>)
         .map(|k| load_chunk(&chunks, map, valid, k as usize))
         .collect();
     let scale_words = if list.is_fp4() {
-        // Chunk c = part + per_row k (32 dims) takes scale bytes 2c and 2c + 1: the word
-        // at byte 4 (c / 2) of the scales, one a chunk (not all 32 bytes: registers).
         (0..row_chunks / map.per_row)
             .map(|k| {
-                let byte = (map.part / 2) * 4 + 2 * map.per_row * k;
+                let byte = map.fp4_scale_word(k) * 4;
                 let at = record.at(IntTuple::tuple([
                     leaf(0u32),
                     IntTuple::tuple([leaf(byte % 16), leaf(row_chunks + byte / 16)]),

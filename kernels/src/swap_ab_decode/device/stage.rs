@@ -92,10 +92,9 @@ impl RawRows {
         let valid = names_a_record(list, slot.id);
         let row_words = list.row_bytes() / 4;
         let scale_words = if list.is_fp4() {
-            // As `gather` takes them: chunk k's two e4m3 scales lie in one word.
             (0..list.row_bytes() / CHUNK_BYTES as u32 / map.per_row)
                 .map(|k| {
-                    let word = row_words + map.part / 2 + map.per_row / 2 * k;
+                    let word = row_words + map.fp4_scale_word(k);
                     let [scales] = load_vec_if::<u32, 1, _>(
                         self.records.at(map.row, word),
                         valid,
