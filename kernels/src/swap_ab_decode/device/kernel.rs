@@ -29,7 +29,6 @@ use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
 use super::inputs::{KvList, QueryInputs};
-pub(super) use super::merge::load_sinks;
 use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, pull_partials};
 use super::mma::{Mma, MmaSetup};
 use super::plan::{HeadGroup, Plan};
@@ -187,7 +186,7 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 /// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
 /// this CTA's output units from every peer in rank order, merge with the sink, inverse
 /// RoPE, MXFP8 cast and o-fused store (with the sink logits `sinks` the CTA loaded,
-/// [`load_sinks`]); no CTA exits while a peer may still read it. A
+/// [`load_sinks`](super::merge::load_sinks)); no CTA exits while a peer may still read it. A
 /// streamed CTA without peers needs only its own barriers. Beside the merge (what a
 /// persistent CTA does for its next token): `after_publish` once every partial and
 /// statistic is final (the shared memory the tiles used is free), and `halfway`, between

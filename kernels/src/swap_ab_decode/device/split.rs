@@ -29,7 +29,8 @@ use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
 use super::inputs::{stage_inputs, zero_stale_rows};
-use super::kernel::{Ctx, load_sinks, merge_stages, score_tile, sum_columns};
+use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
+use super::merge::load_sinks;
 use super::mma::{MmaSetup, PartialUpdate, TileRows};
 use super::softmax::{Reference, write_stats};
 use crate::swap_ab_decode::SWA_ROWS;

@@ -189,7 +189,8 @@ use dsl_macros::{Carry, device};
 use super::inputs::{
     Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_staged_slot, store_tile,
 };
-use super::kernel::{Ctx, load_sinks, merge_stages, score_tile};
+use super::kernel::{Ctx, merge_stages, score_tile};
+use super::merge::load_sinks;
 use super::mma::{Mma, MmaSetup, RunningOutputs};
 use super::plan::Plan;
 use super::prefetch::{StagedList, TokenInputs, TokenLoads};
