@@ -2,7 +2,7 @@
 //! work is split over threads, TMEM columns, and the shared-memory layouts.
 
 use dsl_core::Target;
-use dsl_core::layout::{ComposedLayout, Int, Layout, LayoutError, Swizzle, canonical};
+use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
 
 use crate::swap_ab_decode::key::Schedule;
 use crate::swap_ab_decode::{CompileKey, FP8_RECORD, HEAD_DIM, ROPE_DIM, THREADS, TILE};
@@ -47,6 +47,10 @@ pub struct Plan {
 
 /// Threads that cooperate on one output unit in the merge (4 dims = 16 bytes each).
 pub const THREADS_PER_UNIT: u32 = 8;
+
+/// Words between the end of one head's row of the fp32 partial and the next row's start
+/// ([`Plan::partial_layout`] says why).
+const PARTIAL_ROW_PAD_WORDS: i64 = 4;
 
 impl Plan {
     pub fn new(key: &CompileKey) -> Plan {
@@ -134,11 +138,23 @@ impl Plan {
         )
     }
 
-    /// The fp32 partial output `[H, 512]`, row-major; it reuses the KV tile's bytes once
-    /// both MMAs have read them.
+    /// The fp32 partial output `[H, 512]`, its rows 512 + 4 words apart; it reuses the KV
+    /// tile's bytes once both MMAs have read them. The O MMA's fragment gives the four
+    /// lanes of a row group heads 2t + c (t = lane % 4) at one dim: rows 512 words apart
+    /// put all four in one bank (a 4-way conflict on every store of the partial), rows
+    /// 516 apart 8 banks apart. The merge reads 32 contiguous dims of one head a quarter
+    /// warp, which any row stride keeps conflict-free.
     pub fn partial_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        let layout =
-            Layout::row_major(&[Int::Static(self.heads as i64), Int::Static(HEAD_DIM as i64)]);
+        let layout = Layout::new(
+            IntTuple::tuple([
+                IntTuple::from(i64::from(self.heads)),
+                IntTuple::from(HEAD_DIM as i64),
+            ]),
+            IntTuple::tuple([
+                IntTuple::from(HEAD_DIM as i64 + PARTIAL_ROW_PAD_WORDS),
+                IntTuple::from(1),
+            ]),
+        )?;
         ComposedLayout::new(Swizzle::NONE, 0, layout, 4)
     }
 
