@@ -232,6 +232,24 @@ fn run_checks_both_targets_against_the_reference() {
 }
 
 #[test]
+fn run_counts_shared_memory_bank_conflicts() {
+    let out = ok(&["run", "h16_nk128_ne512_fp8_p64x64_stream_sm90a", "--banks"]);
+    assert!(
+        out.contains("shared-memory wavefronts of ld/st.shared:"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" excessive  "),
+        "no conflicted site listed:\n{out}"
+    );
+    // The partial's head rows are padded so that the O fragment's stores into it take one
+    // wavefront a warp (unpadded: four).
+    assert!(!out.contains("into the partial"), "{out}");
+    let plain = ok(&["run", SM90]);
+    assert!(!plain.contains("shared-memory wavefronts"), "{plain}");
+}
+
+#[test]
 fn run_traces_one_thread_by_stage() {
     let out = ok(&["run", SM100, "--trace", "0,0", "--limit", "100000"]);
     assert!(out.contains("trace of thread 0 (warp 0, lane 0) of block (0,0,0)"));

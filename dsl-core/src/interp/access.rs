@@ -153,6 +153,7 @@ impl Machine<'_> {
     ) -> Result<(), InterpError> {
         let size = ty.bytes() as usize;
         let total = size * n as usize;
+        self.count_wavefronts(w, space, addr, offset, pred, total);
         for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
             let address = effective(space, reg(&w.regs, addr, l), offset);
             if address % total as u64 != 0 {
@@ -206,6 +207,7 @@ impl Machine<'_> {
     ) -> Result<(), InterpError> {
         let size = ty.bytes() as usize;
         let total = size * n as usize;
+        self.count_wavefronts(w, space, addr, offset, pred, total);
         for l in lanes_of(pred_mask(&w.regs, w.active, pred)) {
             let address = effective(space, reg(&w.regs, addr, l), offset);
             if address % total as u64 != 0 {
@@ -255,6 +257,32 @@ impl Machine<'_> {
             }
         }
         self.track_store(cl, w, lane, c, off, total)
+    }
+}
+
+impl Machine<'_> {
+    /// With [`super::Options::shared_wavefronts`]: the wavefronts of this warp's access of
+    /// its own CTA's shared memory (`ld`/`st.shared`; distributed shared memory, which
+    /// another SM serves, is not counted).
+    fn count_wavefronts(
+        &mut self,
+        w: &Warp,
+        space: Space,
+        addr: Slot,
+        offset: i32,
+        pred: Slot,
+        bytes: usize,
+    ) {
+        let Some(counts) = self.banks.as_mut() else {
+            return;
+        };
+        if space != Space::Shared {
+            return;
+        }
+        let lanes: Vec<(usize, u64)> = lanes_of(pred_mask(&w.regs, w.active, pred))
+            .map(|l| (l, effective(space, reg(&w.regs, addr, l), offset)))
+            .collect();
+        counts[w.pc as usize].add(&lanes, bytes);
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use super::alu::{self, Bin, FULL};
+use super::banks::{self, SharedAccess};
 use super::barriers::Bar;
 use super::compile::{Ins, NONE, Program, Slot};
 use super::copy::{BulkGroups, CpGroups};
@@ -233,6 +234,8 @@ pub(crate) struct Machine<'a> {
     /// Per snapshot request: the stage ids it names, and whether it was taken.
     snap_stages: Vec<Vec<u32>>,
     snap_done: Vec<bool>,
+    /// Per instruction, with [`Options::shared_wavefronts`]: its shared-memory wavefronts.
+    pub(crate) banks: Option<Vec<banks::Counts>>,
 }
 
 pub(crate) fn run(
@@ -278,6 +281,9 @@ pub(crate) fn run(
         cluster_start: 0,
         trace: Vec::new(),
         snapshots: Vec::new(),
+        banks: opts
+            .shared_wavefronts
+            .then(|| vec![banks::Counts::default(); prog.code.len()]),
     };
     let [gx, gy, gz] = m.cfg.grid;
     let [cx, cy, cz] = m.cfg.cluster;
@@ -307,6 +313,7 @@ pub(crate) fn run(
         register_bytes_per_warp: prog.warp_register_bytes(),
         trace: m.trace,
         snapshots: m.snapshots,
+        shared_accesses: shared_accesses(prog, m.banks.as_deref()),
     })
 }
 
@@ -329,6 +336,30 @@ pub(crate) fn fault(
         address,
         message,
     }))
+}
+
+/// The counted `ld.shared` / `st.shared` instructions that ran, in program order.
+fn shared_accesses(prog: &Program, counts: Option<&[banks::Counts]>) -> Vec<SharedAccess> {
+    let Some(counts) = counts else {
+        return Vec::new();
+    };
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.executions > 0)
+        .map(|(pc, c)| {
+            let meta = &prog.meta[pc];
+            SharedAccess {
+                op: meta.op,
+                stage: meta.stage.map(|s| prog.kernel.stages[s as usize].clone()),
+                loc: meta.loc,
+                bytes: c.bytes,
+                executions: c.executions,
+                wavefronts: c.wavefronts,
+                ideal: c.ideal,
+            }
+        })
+        .collect()
 }
 
 fn site(prog: &Program, w: &Warp) -> Site {

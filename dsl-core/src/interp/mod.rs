@@ -76,6 +76,13 @@
 //! of shared memory not made visible with `fence.proxy.async`, bulk stores not waited for
 //! at exit, named-barrier counts and double arrivals, and `setmaxnreg` budgets.
 //!
+//! # What is counted
+//! With [`Options::shared_wavefronts`], each `ld.shared` / `st.shared` of the executing CTA's
+//! own shared memory: its warp executions, wavefronts and conflict-free ideal in Nsight
+//! Compute's model ([`SharedAccess`]; the `banks` module says how), so that bank conflicts
+//! show without a GPU. MMA operand reads, copies and distributed shared memory are not
+//! counted.
+//!
 //! # Where the interpreter departs from the hardware
 //! - MMA arithmetic: the products are exact and summed in f64, then rounded once to the
 //!   accumulator format; the tensor cores' internal order and rounding are not public, so
@@ -102,6 +109,7 @@
 
 mod access;
 mod alu;
+mod banks;
 mod barriers;
 mod compile;
 mod copy;
@@ -120,6 +128,7 @@ mod wgmma;
 
 use std::time::Duration;
 
+pub use banks::SharedAccess;
 pub use compile::Program;
 pub use debug::{
     Snapshot, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceEntry, TraceRequest,
@@ -254,6 +263,9 @@ pub struct Options {
     /// Called after each cluster finishes: a long run (a large batch on the interpreter
     /// takes minutes) can say how far it is.
     pub progress: Option<fn(&Progress)>,
+    /// Count the shared-memory wavefronts and bank conflicts of every `ld.shared` and
+    /// `st.shared` ([`RunStats::shared_accesses`]).
+    pub shared_wavefronts: bool,
 }
 
 /// How far a run is, as reported to [`Options::progress`].
@@ -272,6 +284,7 @@ impl Default for Options {
             async_proxy_check: true,
             max_warp_instructions: 1 << 28,
             progress: None,
+            shared_wavefronts: false,
         }
     }
 }
@@ -290,6 +303,9 @@ pub struct RunStats {
     pub register_bytes_per_warp: usize,
     pub trace: Vec<TraceEntry>,
     pub snapshots: Vec<Snapshot>,
+    /// With [`Options::shared_wavefronts`]: each `ld.shared` / `st.shared` that ran, in
+    /// program order, with its wavefronts.
+    pub shared_accesses: Vec<SharedAccess>,
 }
 
 impl RunStats {

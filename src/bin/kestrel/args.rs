@@ -171,6 +171,11 @@ pub struct RunArgs {
     /// Print at most N trace entries (default 2000) or N snapshot rows (default all).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Count the wavefronts of every shared-memory load and store, and print the total and
+    /// the accesses with bank conflicts, worst first (the model of Nsight Compute's "L1
+    /// Wavefronts Shared" and "Ideal"; MMA operand reads and copies are not counted).
+    #[arg(long)]
+    pub banks: bool,
 }
 
 /// The thread `--trace` follows.

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use kestrel::core::Target;
 use kestrel::core::interp::{
-    InterpError, Options, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint, TraceRequest,
+    InterpError, Options, SharedAccess, SnapshotData, SnapshotRequest, SnapshotWhat, StagePoint,
+    TraceRequest,
 };
 use kestrel::core::ir::Kernel;
 use kestrel::kernels::swap_ab_decode::case_file::{self, CaseFileError};
@@ -58,6 +59,7 @@ pub fn run(args: &RunArgs) -> Outcome {
     };
     let mut options = Options {
         trace: trace_request(args, grid, threads)?,
+        shared_wavefronts: args.banks,
         ..Options::default()
     };
     let dump = match &args.dump {
@@ -91,7 +93,59 @@ pub fn run(args: &RunArgs) -> Outcome {
     if let Some(dump) = &dump {
         dump.print(args, &run, &options)?;
     }
+    if args.banks {
+        print_banks(&run.shared_accesses);
+    }
     report(args, &work, &reference, &run)
+}
+
+/// Sites with bank conflicts printed by `--banks`, worst first.
+const BANK_ROWS: usize = 20;
+
+/// `--banks`: the run's shared-memory wavefronts, and the accesses that conflict, one row a
+/// source site (the instructions traced from one call, e.g. a loop's unrolled stores).
+fn print_banks(accesses: &[SharedAccess]) {
+    let wavefronts: u64 = accesses.iter().map(|a| a.wavefronts).sum();
+    let excessive: u64 = accesses.iter().map(SharedAccess::excessive).sum();
+    outln!(
+        "\nshared-memory wavefronts of ld/st.shared: {wavefronts}, of which {excessive} ({:.1}%) \
+         from bank conflicts, over {} instructions",
+        100.0 * excessive as f64 / wavefronts.max(1) as f64,
+        accesses.len()
+    );
+    let mut sites: Vec<(SharedAccess, usize)> = Vec::new();
+    for a in accesses.iter().filter(|a| a.excessive() > 0) {
+        let same = |(s, _): &&mut (SharedAccess, usize)| {
+            (s.op, s.bytes, s.loc, &s.stage) == (a.op, a.bytes, a.loc, &a.stage)
+        };
+        match sites.iter_mut().find(same) {
+            Some((site, n)) => {
+                site.executions += a.executions;
+                site.wavefronts += a.wavefronts;
+                site.ideal += a.ideal;
+                *n += 1;
+            }
+            None => sites.push((a.clone(), 1)),
+        }
+    }
+    sites.sort_by_key(|(s, _)| std::cmp::Reverse(s.excessive()));
+    for (s, instructions) in sites.iter().take(BANK_ROWS) {
+        outln!(
+            "  {:>9} excessive  {:.1} wavefronts a warp (ideal {:.1})  {}.{} x{instructions} \
+             instruction(s), {} warp executions  {}  [{}]",
+            s.excessive(),
+            s.wavefronts as f64 / s.executions as f64,
+            s.ideal as f64 / s.executions as f64,
+            s.op,
+            8 * s.bytes,
+            s.executions,
+            s.loc,
+            s.stage.as_deref().unwrap_or("-"),
+        );
+    }
+    if sites.len() > BANK_ROWS {
+        outln!("  ... and {} more sites", sites.len() - BANK_ROWS);
+    }
 }
 
 /// Options that only mean something beside another.

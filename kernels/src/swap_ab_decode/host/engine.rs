@@ -53,6 +53,9 @@ pub struct EngineRun {
     /// What the interpreter's debug hooks recorded (empty on the GPU).
     pub trace: Vec<interp::TraceEntry>,
     pub snapshots: Vec<interp::Snapshot>,
+    /// With [`interp::Options::shared_wavefronts`]: the shared-memory wavefronts of each
+    /// load and store (empty on the GPU).
+    pub shared_accesses: Vec<interp::SharedAccess>,
 }
 
 /// Why a run failed. Every variant only wraps its cause, so its message and `source()` are
@@ -211,6 +214,7 @@ pub fn interpret_kernel(
         lane_instructions: Some(stats.lane_instructions),
         trace: stats.trace,
         snapshots: stats.snapshots,
+        shared_accesses: stats.shared_accesses,
     })
 }
 
@@ -387,5 +391,6 @@ pub fn run_gpu(
         lane_instructions: None,
         trace: Vec::new(),
         snapshots: Vec::new(),
+        shared_accesses: Vec::new(),
     })
 }
