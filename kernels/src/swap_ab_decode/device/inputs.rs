@@ -90,16 +90,29 @@ pub struct RowMap {
 }
 
 impl RowMap {
-    /// The map of a tile of `rows` rows over `team`'s threads.
+    /// The map of a tile of `rows` rows of `list` over `team`'s threads.
     #[device]
-    pub fn new(team: &Team, rows: u32) -> RowMap {
+    pub fn new(team: &Team, rows: u32, list: &KvList) -> RowMap {
         let tid = team.tid;
         let per_row = team.threads / rows;
         let rows_per_warp = 32 / per_row;
         let lane = tid & 31u32;
+        let index = lane / rows_per_warp;
+        // A 16-byte store serves 8 lanes a wavefront: with 8 threads a row, 4 rows (an
+        // aligned 4 of the 128-byte swizzle's chunk ^ row % 8) of two parts. Their bf16
+        // chunks must lie in different aligned groups of 4 chunks, or the 4 rows of both
+        // map onto the same 4 bank groups and every store of the dequantised tile takes two
+        // wavefronts. An NVFP4 part's 32 dims are 4 chunks, so parts 2j and 2j + 1 already
+        // do; an fp8 part's 16 dims are 2, so the fp8 lists pair parts p and p ^ 2 (index
+        // bits 0 and 1 swapped). A warp-wide load still covers each row's bytes.
+        let part = if per_row == 8 && !list.is_fp4() {
+            (index & 4u32) | ((index & 1u32) << 1u32) | ((index >> 1u32) & 1u32)
+        } else {
+            index
+        };
         RowMap {
             row: (tid >> 5) * rows_per_warp + lane % rows_per_warp,
-            part: lane / rows_per_warp,
+            part,
             per_row,
             rows,
         }
@@ -586,7 +599,7 @@ pub fn stage_inputs(
     rows: u32,
 ) -> Pred {
     let tid = team.tid;
-    let map = RowMap::new(team, rows);
+    let map = RowMap::new(team, rows, list);
     // Slot ids first: they do not wait for the length (one dependent round trip less).
     let slot = load_slot(list, query.token, &map, row0);
     let limit = load_limit(list, query.token);

@@ -589,7 +589,7 @@ fn stream_list<'m>(
     let (plan, buf, team) = (ctx.plan, ctx.buf, &ctx.team);
     let share = source.share;
     let list = share.list();
-    let map = RowMap::new(team, plan.kv_rows);
+    let map = RowMap::new(team, plan.kv_rows, list);
 
     stage("2: the list's first tile in flight");
     let count = share.tiles();
