@@ -10,10 +10,13 @@ On the GPU machine (the profile of one launch, then its source page as CSV):
         gpu-bundle/examples/bench_decode --quick --no-chain --only 16,512,fp8,512 --schedule stream
     ncu -i prof.ncu-rep --page source --csv --print-source sass > prof-sass.csv
 Then anywhere:
-    python3 scripts/ncu_spans.py prof-sass.csv [--min-share PERCENT] [--range NAME:START:END ...]
+    python3 scripts/ncu_spans.py prof-sass.csv [--min-share PERCENT] [--range NAME:START:END ...] [--banks N]
 
 `--range prologue:0:1890` adds the samples between two SASS offsets (hex, from the kernel's
 first instruction) as one line, for regions a reader knows from the SASS (a loop, the merge).
+`--banks N` lists the N instructions with the most excessive shared-memory wavefronts (bank
+conflicts; a profile with the SourceCounters section), to set beside `kestrel run KEY
+--banks`, the interpreter's count of the same.
 """
 
 import argparse
@@ -25,29 +28,65 @@ import re
 SYNC = re.compile(r"BAR\.SYNC|SYNCS\.PHASECHK|WARPGROUP\.DEPBAR")
 
 
-def read(path):
-    """The instructions of the source page: (offset, SASS text, samples, executed, stall
-    reason -> samples)."""
+def source_page(path):
+    """The source page's columns (name -> index) and its instruction rows."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
         rows = list(csv.reader(f))
     header_at = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
-    header = rows[header_at]
-    col = {name: i for i, name in enumerate(header)}
-    reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    col = {name: i for i, name in enumerate(rows[header_at])}
     body = [r for r in rows[header_at + 1 :] if len(r) > 3 and r[0].startswith("0x")]
+    return col, body
+
+
+def instruction_fields(path, names):
+    """Per instruction: (offset from the kernel's first, SASS text, then each named column
+    as an integer)."""
+    col, body = source_page(path)
     base = int(body[0][0], 16)
-    number = lambda r, name: int(r[col[name]] or 0)
     return [
-        (
-            int(r[0], 16) - base,
-            " ".join(r[col["Source"]].split()),
-            number(r, "Warp Stall Sampling (All Samples)"),
-            number(r, "Instructions Executed"),
-            {reason[len("stall_") :]: number(r, reason) for reason in reasons},
-        )
+        (int(r[0], 16) - base, " ".join(r[col["Source"]].split()), *(int(r[col[n]] or 0) for n in names))
         for r in body
     ]
+
+
+def read(path):
+    """The instructions of the source page: (offset, SASS text, samples, executed, stall
+    reason -> samples)."""
+    col, _ = source_page(path)
+    reasons = [h for h in col if h.startswith("stall_") and "Not Issued" not in h]
+    names = ["Warp Stall Sampling (All Samples)", "Instructions Executed", *reasons]
+    return [
+        (offset, text, samples, executed, {r[len("stall_") :]: n for r, n in zip(reasons, stalls)})
+        for offset, text, samples, executed, *stalls in instruction_fields(path, names)
+    ]
+
+
+def shared_wavefronts(path):
+    """Per SASS instruction with shared-memory wavefronts: (offset, SASS text, executed,
+    wavefronts, excessive); empty where the profile lacks the source counters."""
+    col, _ = source_page(path)
+    names = ["Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Excessive"]
+    if any(n not in col for n in names):
+        return []
+    return [row for row in instruction_fields(path, names) if row[3]]
+
+
+def print_banks(path, count):
+    """The kernel's shared-memory wavefronts and its `count` most conflicted instructions."""
+    rows = shared_wavefronts(path)
+    if not rows:
+        print("\nno shared-memory wavefront counts in this profile (ncu --section SourceCounters)")
+        return
+    total = sum(r[3] for r in rows)
+    excessive = sum(r[4] for r in rows)
+    print(f"\nshared-memory wavefronts: {total}, of which {excessive} ({100 * excessive / total:.1f}%)")
+    print("excessive (bank conflicts); MMA operand reads included. Most conflicted:")
+    for offset, text, executed, wavefronts, excess in sorted(rows, key=lambda r: -r[4])[:count]:
+        if excess == 0:
+            break
+        ideal = (wavefronts - excess) / executed
+        print(f"  {offset:#7x} {excess:9} excessive  {wavefronts / executed:.1f} a warp (ideal {ideal:.1f})  {text[:56]}")
 
 
 def summary(instructions, total, top=3):
@@ -78,6 +117,7 @@ def main():
     parser.add_argument("csv", help="ncu --page source --csv --print-source sass (or .gz)")
     parser.add_argument("--min-share", type=float, default=1.0, help="spans below this %% are left out")
     parser.add_argument("--range", action="append", default=[], help="NAME:START:END, hex SASS offsets")
+    parser.add_argument("--banks", type=int, default=0, metavar="N", help="list the N most bank-conflicted instructions")
     args = parser.parse_args()
     instructions = read(args.csv)
     total = sum(i[2] for i in instructions) or 1
@@ -101,6 +141,8 @@ def main():
             share = 100 * sum(j[2] for j in instructions[k : k + 4]) / total
             if share >= 0.2:
                 print(f"  {i[0]:#7x} {share:5.2f}% {i[1][:60]}")
+    if args.banks:
+        print_banks(args.csv, args.banks)
 
 
 if __name__ == "__main__":
