@@ -258,9 +258,7 @@ impl Machine<'_> {
         }
         self.track_store(cl, w, lane, c, off, total)
     }
-}
 
-impl Machine<'_> {
     /// With [`super::Options::shared_wavefronts`]: the wavefronts of this warp's access of
     /// its own CTA's shared memory (`ld`/`st.shared`; distributed shared memory, which
     /// another SM serves, is not counted).

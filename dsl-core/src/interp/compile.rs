@@ -429,6 +429,13 @@ impl Program {
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
     }
+
+    /// The title of the stage in force when the op at `pc` was traced.
+    pub(crate) fn stage_title(&self, pc: usize) -> Option<String> {
+        self.meta[pc]
+            .stage
+            .map(|s| self.kernel.stages[s as usize].clone())
+    }
 }
 
 /// Live intervals over the linearised code, packed into slots by a linear scan.

@@ -351,7 +351,7 @@ fn shared_accesses(prog: &Program, counts: Option<&[banks::Counts]>) -> Vec<Shar
             let meta = &prog.meta[pc];
             SharedAccess {
                 op: meta.op,
-                stage: meta.stage.map(|s| prog.kernel.stages[s as usize].clone()),
+                stage: prog.stage_title(pc),
                 loc: meta.loc,
                 bytes: c.bytes,
                 executions: c.executions,
@@ -366,7 +366,7 @@ fn site(prog: &Program, w: &Warp) -> Site {
     let meta = &prog.meta[w.pc as usize];
     Site {
         op: meta.op,
-        stage: meta.stage.map(|s| prog.kernel.stages[s as usize].clone()),
+        stage: prog.stage_title(w.pc as usize),
         loc: meta.loc,
         cta: w.cta_id.expect("a warp belongs to a CTA"),
         warp: w.id,
@@ -1229,9 +1229,7 @@ impl<'a> Machine<'a> {
             })
             .collect();
         self.trace.push(TraceEntry {
-            stage: meta
-                .stage
-                .map(|s| self.prog.kernel.stages[s as usize].clone()),
+            stage: self.prog.stage_title(pc),
             op: meta.op,
             loc: meta.loc,
             values,
