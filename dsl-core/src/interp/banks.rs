@@ -16,7 +16,30 @@ use crate::ir::SourceLoc;
 /// Banks of shared memory, each 4 bytes wide.
 const BANKS: u64 = 32;
 
-/// One `ld.shared` or `st.shared` of the kernel, summed over a run.
+/// One `ld.shared` or `st.shared` of the kernel, summed over a run
+/// ([`RunStats::shared_accesses`](super::RunStats::shared_accesses), with
+/// [`Options::shared_wavefronts`](super::Options::shared_wavefronts)).
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::memory::store;
+/// use dsl_core::arch::thread::thread_idx_x;
+/// use dsl_core::interp::{Arg, Launch, Memory, Options, run_with};
+/// use dsl_core::trace::{smem_alloc, threads, trace_kernel};
+///
+/// // Each lane stores a word at the start of its own 128-byte row: all in bank 0.
+/// let kernel = trace_kernel("rows", Target::Sm90a, || {
+///     threads(32, 1, 1);
+///     let rows = smem_alloc("rows", 32 * 128, 16);
+///     store(rows.addr() + thread_idx_x() * 128u32, thread_idx_x());
+/// })
+/// .unwrap();
+/// let options = Options { shared_wavefronts: true, ..Options::default() };
+/// let stats =
+///     run_with(&kernel, &mut Memory::new(), &[], &Launch::grid([1, 1, 1]), &options).unwrap();
+/// let store = &stats.shared_accesses[0];
+/// assert_eq!((store.wavefronts, store.ideal, store.excessive()), (32, 1, 31));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharedAccess {
     /// The op's PTX mnemonic.
