@@ -39,10 +39,10 @@ def source_page(path):
     return col, body
 
 
-def instruction_fields(path, names):
-    """Per instruction: (offset from the kernel's first, SASS text, then each named column
-    as an integer)."""
-    col, body = source_page(path)
+def instruction_fields(page, names):
+    """Per instruction of a `source_page`: (offset from the kernel's first, SASS text, then
+    each named column as an integer)."""
+    col, body = page
     base = int(body[0][0], 16)
     return [
         (int(r[0], 16) - base, " ".join(r[col["Source"]].split()), *(int(r[col[n]] or 0) for n in names))
@@ -50,31 +50,32 @@ def instruction_fields(path, names):
     ]
 
 
-def read(path):
-    """The instructions of the source page: (offset, SASS text, samples, executed, stall
+def read(page):
+    """The instructions of a `source_page`: (offset, SASS text, samples, executed, stall
     reason -> samples)."""
-    col, _ = source_page(path)
+    col, _ = page
     reasons = [h for h in col if h.startswith("stall_") and "Not Issued" not in h]
     names = ["Warp Stall Sampling (All Samples)", "Instructions Executed", *reasons]
     return [
         (offset, text, samples, executed, {r[len("stall_") :]: n for r, n in zip(reasons, stalls)})
-        for offset, text, samples, executed, *stalls in instruction_fields(path, names)
+        for offset, text, samples, executed, *stalls in instruction_fields(page, names)
     ]
 
 
-def shared_wavefronts(path):
-    """Per SASS instruction with shared-memory wavefronts: (offset, SASS text, executed,
-    wavefronts, excessive); empty where the profile lacks the source counters."""
-    col, _ = source_page(path)
+def shared_wavefronts(page):
+    """Per SASS instruction of a `source_page` with shared-memory wavefronts: (offset, SASS
+    text, executed, wavefronts, excessive); empty where the profile lacks the source
+    counters."""
+    col, _ = page
     names = ["Instructions Executed", "L1 Wavefronts Shared", "L1 Wavefronts Shared Excessive"]
     if any(n not in col for n in names):
         return []
-    return [row for row in instruction_fields(path, names) if row[3]]
+    return [row for row in instruction_fields(page, names) if row[3]]
 
 
-def print_banks(path, count):
+def print_banks(page, count):
     """The kernel's shared-memory wavefronts and its `count` most conflicted instructions."""
-    rows = shared_wavefronts(path)
+    rows = shared_wavefronts(page)
     if not rows:
         print("\nno shared-memory wavefront counts in this profile (ncu --section SourceCounters)")
         return
@@ -119,7 +120,8 @@ def main():
     parser.add_argument("--range", action="append", default=[], help="NAME:START:END, hex SASS offsets")
     parser.add_argument("--banks", type=int, default=0, metavar="N", help="list the N most bank-conflicted instructions")
     args = parser.parse_args()
-    instructions = read(args.csv)
+    page = source_page(args.csv)
+    instructions = read(page)
     total = sum(i[2] for i in instructions) or 1
     executed = sum(i[3] for i in instructions) or 1
     print(f"{total} warp samples, {executed} warp instructions executed")
@@ -142,7 +144,7 @@ def main():
             if share >= 0.2:
                 print(f"  {i[0]:#7x} {share:5.2f}% {i[1][:60]}")
     if args.banks:
-        print_banks(args.csv, args.banks)
+        print_banks(page, args.banks)
 
 
 if __name__ == "__main__":
