@@ -29,16 +29,27 @@ pub fn block_idx_z() -> Val<u32> {
     entry_special(SpecialReg::CtaidZ)
 }
 
-/// `%nctaid.x`.
+/// `%nctaid.x`, read where it is used ([`grid_special`] says why).
 #[track_caller]
 pub fn grid_dim_x() -> Val<u32> {
-    entry_special(SpecialReg::NctaidX)
+    grid_special(SpecialReg::NctaidX)
 }
 
-/// `%nctaid.y`.
+/// `%nctaid.y`, read where it is used ([`grid_special`] says why).
 #[track_caller]
 pub fn grid_dim_y() -> Val<u32> {
-    entry_special(SpecialReg::NctaidY)
+    grid_special(SpecialReg::NctaidY)
+}
+
+/// A grid dimension, read at the call rather than once at kernel entry: ptxas reads it from
+/// the constant bank where it is used at no cost, while a copy read at entry stays live in
+/// a register across every loop it strides (a persistent loop's token step, which ptxas
+/// spilled at the 128-register cap of a 512-thread CTA).
+#[track_caller]
+fn grid_special(reg: SpecialReg) -> Val<u32> {
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Sync(SyncOp::ReadSpecial { dst, reg })
+    }))
 }
 
 /// `%laneid`.
