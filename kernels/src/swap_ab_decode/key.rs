@@ -50,34 +50,64 @@ pub enum Schedule {
     /// rows each), merged over distributed shared memory: the shortest chain per token, for
     /// steps with too few tokens to fill the GPU.
     Split { extra_rows: usize },
-    /// A cluster of `ctas` CTAs per token and group of 16 heads: each streams every
-    /// `ctas`-th of the token's 128-row tiles (on sm_90a with fp8 records, two teams of
-    /// warps a CTA each stream 64-row tiles) through a software pipeline (the next tile's
-    /// records in flight while the current one computes) with an online softmax, and the
-    /// cluster merges the CTAs' partials over distributed shared memory as split does. One
-    /// CTA ([`Schedule::STREAMED`]) for steps with enough tokens to fill the GPU, 2-4 for
-    /// steps between.
-    Streamed { ctas: usize },
+    /// A cluster of `ctas` CTAs per token and group of `cta_heads` heads (16, or 32 on
+    /// sm_90a): each streams every `ctas`-th of the token's 128-row tiles (on sm_90a with 16
+    /// heads, two teams of warps a CTA each stream 64-row tiles) through a software pipeline
+    /// (the next tile's records in flight while the current one computes) with an online
+    /// softmax, and the cluster merges the CTAs' partials over distributed shared memory as
+    /// split does. One CTA ([`Schedule::STREAMED`]) for steps with enough tokens to fill the
+    /// GPU, 2-4 for steps between. With 32 heads a CTA, one team of warps reads and
+    /// dequantises a token's records once for all 32 heads, where two groups of 16 do it
+    /// twice ([`Schedule::STREAMED_32_HEADS`]).
+    Streamed { ctas: usize, cta_heads: usize },
 }
 
 impl Schedule {
     /// Split with 128-row compressed tiles.
     pub const SPLIT: Schedule = Schedule::Split { extra_rows: TILE };
     /// One CTA streams all of a token's tiles: no cluster, no merge over peers.
-    pub const STREAMED: Schedule = Schedule::Streamed { ctas: 1 };
+    pub const STREAMED: Schedule = Schedule::Streamed {
+        ctas: 1,
+        cta_heads: MIN_MMA_HEADS,
+    };
+    /// One CTA streams all of a token's tiles for 32 heads (sm_90a).
+    pub const STREAMED_32_HEADS: Schedule = Schedule::Streamed {
+        ctas: 1,
+        cta_heads: MAX_HEADS_PER_CLUSTER,
+    };
 
-    /// `split`, `split64`, `stream` or `stream<ctas>` (2 and more), as in key names.
+    /// Streamed by a cluster of `ctas` CTAs of 16 heads each.
+    pub const fn streamed(ctas: usize) -> Schedule {
+        Schedule::Streamed {
+            ctas,
+            cta_heads: MIN_MMA_HEADS,
+        }
+    }
+
+    /// `split`, `split64`, `stream` or `stream<ctas>` (2 and more), with `h32` after it
+    /// for 32 heads a CTA (`streamh32`, `stream2h32`), as in key names.
     pub fn short_name(self) -> String {
         match self {
             Schedule::SPLIT => "split".to_string(),
             Schedule::Split { extra_rows } => format!("split{extra_rows}"),
-            Schedule::STREAMED => "stream".to_string(),
-            Schedule::Streamed { ctas } => format!("stream{ctas}"),
+            Schedule::Streamed { ctas, cta_heads } => {
+                let ctas = if ctas == 1 {
+                    String::new()
+                } else {
+                    ctas.to_string()
+                };
+                let heads = if cta_heads == MIN_MMA_HEADS {
+                    String::new()
+                } else {
+                    format!("h{cta_heads}")
+                };
+                format!("stream{ctas}{heads}")
+            }
         }
     }
 
     /// The schedule a [`Schedule::short_name`] names (`split`, `split64`, `stream`,
-    /// `stream2`, ...).
+    /// `stream2`, ..., `streamh32`, `stream2h32`, ...).
     pub fn from_short_name(name: &str) -> Option<Schedule> {
         let count = |n: &str| match n {
             "" => None,
@@ -92,16 +122,22 @@ impl Schedule {
                 },
             });
         }
-        let ctas = match name.strip_prefix("stream")? {
+        let streamed = name.strip_prefix("stream")?;
+        let (ctas, cta_heads) = match streamed.split_once('h') {
+            Some((ctas, heads)) => (ctas, count(heads).filter(|h| *h != MIN_MMA_HEADS)?),
+            None => (streamed, MIN_MMA_HEADS),
+        };
+        let ctas = match ctas {
             "" => 1,
             n => count(n).filter(|c| *c != 1)?,
         };
-        Some(Schedule::Streamed { ctas })
+        Some(Schedule::Streamed { ctas, cta_heads })
     }
 
-    /// The schedules a key may take, in the order a tie between their modelled times
-    /// goes: split with 128- and with 64-row compressed tiles, then streamed by 1 to
-    /// [`MAX_STREAMED_CTAS`] CTAs.
+    /// The schedules a key may take (each key validates some of them), in the order a tie
+    /// between their modelled times goes: split with 128- and with 64-row compressed
+    /// tiles, streamed by 1 to [`MAX_STREAMED_CTAS`] CTAs of 16 heads, then by one CTA of
+    /// 32 (clusters of 32-head CTAs trace and run, but no GPU has timed them).
     pub fn candidates() -> impl Iterator<Item = Schedule> {
         [
             Schedule::SPLIT,
@@ -110,7 +146,8 @@ impl Schedule {
             },
         ]
         .into_iter()
-        .chain((1..=MAX_STREAMED_CTAS).map(|ctas| Schedule::Streamed { ctas }))
+        .chain((1..=MAX_STREAMED_CTAS).map(Schedule::streamed))
+        .chain([Schedule::STREAMED_32_HEADS])
     }
 }
 
@@ -149,7 +186,7 @@ pub enum KeyError {
     #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
     Heads { heads: usize },
     #[error(
-        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<CTAs> (none: split), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<CTAs> (none: split), the last two with h32 after them for 32 heads a CTA (sm90a), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
     )]
     Name { name: String },
     #[error(
@@ -176,6 +213,15 @@ pub enum KeyError {
     StreamedCtas { ctas: usize, tiles: usize },
     #[error("split compressed tiles have 64 or 128 rows, got {rows}")]
     SplitRows { rows: usize },
+    #[error(
+        "a streamed CTA takes 16 heads, or 32 on sm_90a where the key has 32 or more; got \
+         {cta_heads} heads a CTA for {heads} heads on {target}: use `stream` (16 heads a CTA)"
+    )]
+    StreamedHeads {
+        cta_heads: usize,
+        heads: usize,
+        target: Target,
+    },
 }
 
 /// The live-head counts the kernel is built for.
@@ -210,11 +256,22 @@ impl CompileKey {
                 return Err(KeyError::SplitRows { rows: extra_rows });
             }
         }
-        if let Schedule::Streamed { ctas } = self.schedule {
+        if let Schedule::Streamed { ctas, cta_heads } = self.schedule {
             if !(1..=self.tiles().min(MAX_CLUSTER)).contains(&ctas) {
                 return Err(KeyError::StreamedCtas {
                     ctas,
                     tiles: self.tiles(),
+                });
+            }
+            // 32 heads a CTA keep the running O^T in registers (sm_90a's wgmma accumulator;
+            // sm_100a folds it into a shared-memory partial that does not fit beside the
+            // tile), and with fewer heads would compute padding.
+            let wide_ok = self.target == Target::Sm90a && self.heads >= MAX_HEADS_PER_CLUSTER;
+            if cta_heads != MIN_MMA_HEADS && !(cta_heads == MAX_HEADS_PER_CLUSTER && wide_ok) {
+                return Err(KeyError::StreamedHeads {
+                    cta_heads,
+                    heads: self.heads,
+                    target: self.target,
                 });
             }
         }
@@ -257,12 +314,12 @@ impl CompileKey {
     pub fn cluster_size(&self) -> usize {
         match self.schedule {
             Schedule::Split { .. } => self.tiles(),
-            Schedule::Streamed { ctas } => ctas,
+            Schedule::Streamed { ctas, .. } => ctas,
         }
     }
 
     /// Groups of heads that get a cluster each (the grid's z): groups of 32 heads split
-    /// (64 and 128 heads), of 16 streamed; fewer heads are one group.
+    /// (64 and 128 heads), of the schedule's 16 or 32 streamed; fewer heads are one group.
     pub fn head_groups(&self) -> usize {
         self.heads.div_ceil(self.max_heads_per_cluster())
     }
@@ -286,7 +343,7 @@ impl CompileKey {
     pub fn grid(&self, tokens: usize, sms: usize) -> [u32; 3] {
         let groups = self.head_groups();
         let rows = match self.schedule {
-            Schedule::Streamed { ctas: 1 } => tokens.min((sms / groups).max(1)),
+            Schedule::Streamed { ctas: 1, .. } => tokens.min((sms / groups).max(1)),
             _ => tokens,
         };
         [self.cluster_size() as u32, rows as u32, groups as u32]
@@ -297,12 +354,11 @@ impl CompileKey {
         self.heads.min(self.max_heads_per_cluster())
     }
 
-    /// Heads one cluster takes at most: 32 split; 16 streamed, whose running output
-    /// `[16, 512]` f32 must fit in shared memory beside the KV tile.
+    /// Heads one cluster takes at most: 32 split; the schedule's 16 or 32 streamed.
     pub fn max_heads_per_cluster(&self) -> usize {
         match self.schedule {
             Schedule::Split { .. } => MAX_HEADS_PER_CLUSTER,
-            Schedule::Streamed { .. } => MIN_MMA_HEADS,
+            Schedule::Streamed { cta_heads, .. } => cta_heads,
         }
     }
 
@@ -422,7 +478,7 @@ mod tests {
             "h64_nk100_ne300_nvfp4_p64x16_stream_sm90a"
         );
         assert_eq!(streamed.to_string().parse::<CompileKey>(), Ok(streamed));
-        let pair = key.with_schedule(Schedule::Streamed { ctas: 2 });
+        let pair = key.with_schedule(Schedule::streamed(2));
         assert_eq!(
             pair.to_string(),
             "h64_nk100_ne300_nvfp4_p64x16_stream2_sm90a"
@@ -434,19 +490,68 @@ mod tests {
             "h64_nk100_ne300_nvfp4_p64x16_split64_sm90a"
         );
         assert_eq!(half.to_string().parse::<CompileKey>(), Ok(half));
+        let wide = key.with_schedule(Schedule::Streamed {
+            ctas: 2,
+            cta_heads: 32,
+        });
+        assert_eq!(
+            wide.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_stream2h32_sm90a"
+        );
+        assert_eq!(wide.to_string().parse::<CompileKey>(), Ok(wide));
+        let wide = key.with_schedule(Schedule::STREAMED_32_HEADS);
+        assert_eq!(wide.to_string().parse::<CompileKey>(), Ok(wide));
         assert_eq!(
             key.with_schedule(Schedule::Split { extra_rows: 32 })
                 .validate(),
             Err(KeyError::SplitRows { rows: 32 })
         );
         for bad in [
-            "stream0", "stream02", "streamx", "strea", "split", "split128", "stream1", "split32",
+            "stream0",
+            "stream02",
+            "streamx",
+            "strea",
+            "split",
+            "split128",
+            "stream1",
+            "split32",
+            "streamh16",
+            "stream1h32",
+            "streamh",
+            "streamh64",
+            "stream2h",
+            "splith32",
         ] {
             let name = format!("h64_nk100_ne300_nvfp4_p64x16_{bad}_sm90a");
             assert!(matches!(
                 name.parse::<CompileKey>(),
-                Err(KeyError::Name { .. } | KeyError::Cluster { .. } | KeyError::SplitRows { .. })
+                Err(KeyError::Name { .. }
+                    | KeyError::Cluster { .. }
+                    | KeyError::SplitRows { .. }
+                    | KeyError::StreamedHeads { .. })
             ));
+        }
+        // 32 heads a streamed CTA: sm_90a only, and only for 32 heads or more.
+        for (name, heads, target) in [
+            (
+                "h16_nk128_ne512_fp8_p64x64_streamh32_sm90a",
+                16,
+                Target::Sm90a,
+            ),
+            (
+                "h32_nk128_ne512_fp8_p64x64_streamh32_sm100a",
+                32,
+                Target::Sm100a,
+            ),
+        ] {
+            assert_eq!(
+                name.parse::<CompileKey>(),
+                Err(KeyError::StreamedHeads {
+                    cta_heads: 32,
+                    heads,
+                    target
+                })
+            );
         }
         assert_eq!(
             "h24_nk128_ne512_fp8_p64x64_sm100a".parse::<CompileKey>(),
@@ -485,9 +590,15 @@ mod tests {
         // Two head groups share the SMs; a budget below the groups still runs one CTA each.
         assert_eq!(key(32, Schedule::STREAMED).grid(512, 132), [1, 66, 2]);
         assert_eq!(key(32, Schedule::STREAMED).grid(512, 1), [1, 1, 2]);
+        assert_eq!(key(16, Schedule::streamed(3)).grid(512, 132), [3, 512, 1]);
+        // 32 heads a CTA: one group, every SM.
         assert_eq!(
-            key(16, Schedule::Streamed { ctas: 3 }).grid(512, 132),
-            [3, 512, 1]
+            key(32, Schedule::STREAMED_32_HEADS).grid(512, 132),
+            [1, 132, 1]
+        );
+        assert_eq!(
+            key(64, Schedule::STREAMED_32_HEADS).grid(512, 132),
+            [1, 66, 2]
         );
         assert_eq!(key(16, Schedule::SPLIT).grid(512, 132)[1], 512);
     }

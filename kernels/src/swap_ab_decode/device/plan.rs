@@ -3,8 +3,9 @@
 
 use dsl_core::Target;
 use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, canonical};
+use dsl_core::trace::Val;
 
-use crate::swap_ab_decode::key::Schedule;
+use crate::swap_ab_decode::key::{MIN_MMA_HEADS, Schedule};
 use crate::swap_ab_decode::{CompileKey, FP8_RECORD, HEAD_DIM, ROPE_DIM, THREADS, TILE};
 
 /// Static facts of one compiled kernel.
@@ -43,6 +44,32 @@ pub struct Plan {
     pub teams: u32,
     /// Rows of a team's KV buffer: 128, or 64 with two teams (a streamed tile's rows).
     pub kv_rows: u32,
+    /// How the O MMA adds P's hi and lo halves.
+    pub hi_lo: HiLo,
+}
+
+/// How the O MMA takes P = hi + lo (both bf16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HiLo {
+    /// P `[2H, kv_rows]`: the halves are 2H columns of one MMA (one `N = 2H` instruction a
+    /// K-step), whose two accumulators a head stage 6 sums.
+    Columns,
+    /// P `[H, 2 kv_rows]`: the hi rows, then the lo rows, two MMAs of `N = H` into one
+    /// accumulator, half the registers. The 32-head streamed CTA takes it: its running O^T
+    /// in two columns a head (64 registers a thread) made ptxas spill about 250 bytes at
+    /// the 128-register cap. With 16 heads the two `N = 16` instructions a K-step measured
+    /// 3-10% slower than one `N = 32` (H100), so the other kernels keep the columns.
+    Accumulated,
+}
+
+impl HiLo {
+    /// Accumulator columns a head: 2, or 1.
+    pub fn columns(self) -> u32 {
+        match self {
+            HiLo::Columns => 2,
+            HiLo::Accumulated => 1,
+        }
+    }
 }
 
 /// Threads that cooperate on one output unit in the merge (4 dims = 16 bytes each).
@@ -83,6 +110,12 @@ impl Plan {
             tmem_columns: if s_column + heads <= 256 { 256 } else { 512 },
             teams,
             kv_rows: TILE as u32 / teams,
+            hi_lo: match key.schedule {
+                Schedule::Streamed { cta_heads, .. } if cta_heads > MIN_MMA_HEADS => {
+                    HiLo::Accumulated
+                }
+                _ => HiLo::Columns,
+            },
         }
     }
 
@@ -127,15 +160,38 @@ impl Plan {
         canonical::k_major(Swizzle::B128, self.heads as i64, HEAD_DIM as i64, 2)
     }
 
-    /// P as `[2H, kv_rows]` bf16, MN-major (the H hi columns, then the H lo columns, are
-    /// contiguous in a row): the B operand of O, its rows swizzled by their 4H bytes.
+    /// P, bf16 and MN-major, the B operand of O ([`HiLo`]): `[2H, kv_rows]` (the H hi
+    /// columns, then the H lo columns, contiguous in a row swizzled by its 4H bytes), or
+    /// `[H, 2 kv_rows]` (rows `0 .. kv_rows` P_hi, the next `kv_rows` P_lo, each a canonical
+    /// operand, rows swizzled by their 2H bytes).
     pub fn p_layout(&self) -> Result<ComposedLayout, LayoutError> {
-        canonical::mn_major(
-            self.row_of_4h_bytes_swizzle(),
-            2 * self.heads as i64,
-            self.kv_rows as i64,
-            2,
-        )
+        let (heads, rows) = (i64::from(self.heads), i64::from(self.kv_rows));
+        match self.hi_lo {
+            HiLo::Columns => {
+                canonical::mn_major(self.row_of_4h_bytes_swizzle(), 2 * heads, rows, 2)
+            }
+            HiLo::Accumulated => {
+                let swizzle = if self.heads == 32 {
+                    Swizzle::B64
+                } else {
+                    Swizzle::B32
+                };
+                canonical::mn_major(swizzle, heads, 2 * rows, 2)
+            }
+        }
+    }
+
+    /// P's `(column, row)` of head column `col`, KV row `row` of `half` (0: hi, 1: lo).
+    pub fn p_coord(&self, half: u32, col: Val<u32>, row: Val<u32>) -> (Val<u32>, Val<u32>) {
+        match self.hi_lo {
+            HiLo::Columns => (col + half * self.heads, row),
+            HiLo::Accumulated => (col, row + half * self.kv_rows),
+        }
+    }
+
+    /// The O MMA's accumulator columns: H a half of P, or H.
+    pub fn outputs_columns(&self) -> u32 {
+        self.hi_lo.columns() * self.heads
     }
 
     /// The fp32 partial output `[H, 512]`, its rows 512 + 4 words apart; it reuses the KV
@@ -183,14 +239,15 @@ impl Plan {
 }
 
 /// Whether two teams' buffers fit a CTA's shared memory beside the shared ones (sm_90a,
-/// streamed): each team's KV tile, records' stage (528 bytes a row, fp8 or NVFP4),
-/// scores and softmax scratch, and once Q, the slot ids of both lists, the statistics of
-/// every partial and the cos/sin row, with 1 KiB for alignment.
+/// streamed, 16 heads): each team's KV tile, records' stage (528 bytes a row, fp8 or
+/// NVFP4), scores and softmax scratch, and once Q, the slot ids of both lists, the
+/// statistics of every partial and the cos/sin row, with 1 KiB for alignment. A team's
+/// running O^T is 64 accumulator registers a thread at 16 heads: 32 heads are one team.
 fn two_teams_fit(key: &CompileKey) -> bool {
-    let Schedule::Streamed { ctas } = key.schedule else {
+    let Schedule::Streamed { ctas, cta_heads } = key.schedule else {
         return false;
     };
-    if key.target != Target::Sm90a {
+    if key.target != Target::Sm90a || cta_heads != MIN_MMA_HEADS {
         return false;
     }
     let heads = key.mma_heads();
@@ -249,7 +306,7 @@ mod tests {
             swa_page: 64,
             extra_page: 64,
             target: Target::Sm90a,
-            schedule: Schedule::Streamed { ctas },
+            schedule: Schedule::streamed(ctas),
         };
         let mut teams_seen = Vec::new();
         for record in [ExtraRecord::Fp8, ExtraRecord::Nvfp4] {

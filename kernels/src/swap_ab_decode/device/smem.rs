@@ -17,8 +17,8 @@ pub struct Buffers {
     pub kv: SmemTile,
     /// `[H, 512]` bf16 Q after RoPE (K-major SW128).
     pub q: SmemTile,
-    /// `[2H, kv_rows]` bf16 P hi | lo (MN-major); on sm_90a over the scores stand-in, in the
-    /// buffer `scores_p`.
+    /// P hi and lo, bf16 (MN-major, [`Plan::p_layout`]); on sm_90a over the scores
+    /// stand-in, in the buffer `scores_p`.
     pub p: SmemTile,
     /// One i32 per KV row: 1 where the row takes part.
     pub valid: SmemTile,

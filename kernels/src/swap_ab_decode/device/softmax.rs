@@ -94,8 +94,10 @@ pub fn softmax_to_p(
         hi.push(high.bitcast::<u32>());
         lo.push(f32x2_to_bf16x2(pair[0] - h0, pair[1] - h1).bitcast::<u32>());
     }
-    store_words(buf.p.at(first_col, row), &hi);
-    store_words(buf.p.at(first_col + plan.heads, row), &lo);
+    for (half, words) in [(0, &hi), (1, &lo)] {
+        let (col, p_row) = plan.p_coord(half, first_col, row);
+        store_words(buf.p.at(col, p_row), words);
+    }
     probs
 }
 

@@ -88,8 +88,22 @@
 //! partial is written once, over the KV tile. On sm_100a each tile's O^T lands in tensor
 //! memory and stage 6 folds it into a partial in its own shared-memory buffer (32 KiB).
 //! The accumulation order is fixed (each worker's tiles in row order, SWA first; the merge
-//! in partial order), so the output is bitwise deterministic. 32 heads take two CTAs, which
-//! read the same records (the second from L2 when the two run together).
+//! in partial order), so the output is bitwise deterministic. 32 heads take two CTAs of
+//! 16 (`stream`), which read and dequantise the same records (the second from L2 when the
+//! two run together), or on sm_90a one CTA of 32 (`streamh32`, below).
+//!
+//! Why a CTA of 32 heads (sm_90a, `Schedule::STREAMED_32_HEADS`): two CTAs of 16 heads do a
+//! token's gather and dequant twice, and the dequant is most of a tile's instructions.
+//! One CTA of 32 heads does it once for both MMAs' columns, as one team of 16 warps with
+//! 128-row tiles. Its buffers leave no room for the fp8 stage (Q alone is 32 KiB), so both
+//! record formats come into registers a tile ahead. With P's hi and lo halves in columns
+//! of their own, its running O^T took 64 accumulator registers a thread and ptxas spilled
+//! about 250 bytes a thread at the 128-register cap; the halves accumulate into one O^T
+//! here ([`super::plan::HiLo::Accumulated`]: 32 registers), and the kernel takes 117
+//! registers with fp8 compressed records and 128 with NVFP4 (ptxas 13.5), no spill. On an
+//! H100 at H=32 NE 512 s_q 512 it took 166.3 us (NVFP4) and 168.5 us (fp8) against 203.4
+//! and 197.4 for two 16-head CTAs (0.818x, 0.853x). The dispatch model picks it where it
+//! measured faster.
 //!
 //! Why two teams (sm_90a): one team of 16 warps runs each tile as one dependent chain in
 //! lockstep (dequant, barrier, S on two warpgroups while two wait, softmax, O, barrier), so

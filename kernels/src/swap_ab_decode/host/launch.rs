@@ -332,7 +332,8 @@ pub enum DecodeError {
         debug_suffix = if *.debug { "_debug" } else { "" }
     )]
     NotWarmedUp {
-        key: CompileKey,
+        // Boxed: the key and the shape together would make every Result of a launch large.
+        key: Box<CompileKey>,
         shape: LayerShape,
         debug: bool,
     },
@@ -881,7 +882,7 @@ fn lookup<T: Clone>(
     }
     if let Some(&shape) = strict {
         return Err(DecodeError::NotWarmedUp {
-            key: *key,
+            key: Box::new(*key),
             shape,
             debug,
         });

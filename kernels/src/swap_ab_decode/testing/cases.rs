@@ -95,7 +95,7 @@ pub fn edge_case_keys(target: Target) -> Vec<CompileKey> {
         streamed(key(16, 64, 256, ExtraRecord::Fp8, 64, 64)),
         streamed(key(32, 192, 200, ExtraRecord::Nvfp4, 16, 8)),
         streamed(key(16, 0, 128, ExtraRecord::Fp8, 64, 16)),
-        key(16, 64, 128, ExtraRecord::Fp8, 64, 64).with_schedule(Schedule::Streamed { ctas: 2 }),
+        key(16, 64, 128, ExtraRecord::Fp8, 64, 64).with_schedule(Schedule::streamed(2)),
     ]
 }
 

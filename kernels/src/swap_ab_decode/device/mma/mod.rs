@@ -8,7 +8,9 @@
 //! - O^T`[512, 2H]` = V^T`[512, rows]` . P^T (B = `[P_hi | P_lo]` stored `[2H, 128]`), both
 //!   MN-major (V^T is the KV tile's transposed view); the `rows` K-steps are the tile's 64
 //!   SWA rows, and the other 64 where the CTA holds a compressed tile
-//!   ([`dsl_core::tensor::Tcgen05Tiled::gemm_k_steps`]).
+//!   ([`dsl_core::tensor::Tcgen05Tiled::gemm_k_steps`]). The 32-head streamed CTA instead
+//!   adds V^T . P_hi^T and V^T . P_lo^T into one O^T`[512, H]` (P stored `[H, 2 rows]`),
+//!   which halves its accumulator registers ([`HiLo`]).
 //!
 //! sm_100a ([`Tcgen05Stage`]): [`Tcgen05Tiled`](dsl_core::tensor::Tcgen05Tiled) with C in
 //! tensor memory. S is an `m128nH` atom at columns `s_column ..`; O^T is an `m128n2H` atom
@@ -20,7 +22,7 @@
 //! sm_90a ([`WgmmaStage`]): [`WgmmaTiled`](dsl_core::tensor::WgmmaTiled) with C in
 //! registers. S is `m64nH` over warpgroups 0 and 1 (rows 0..64 and 64..128), stored through
 //! `partition_c` into a shared-memory stand-in so that the softmax reads the same rows and
-//! columns as from TMEM; O^T is `m64n2H` over the four warpgroups (warpgroup g: dims
+//! columns as from TMEM; O^T is `m64n2H` (or `m64nH`) over the four warpgroups (warpgroup g: dims
 //! `64 g ..` and `256 + 64 g ..`), kept in registers across the column sums.
 //!
 //! Either way the partial `[H, 512]` is seen as O^T's C tile `[512, (H, 2)]`, the hi and lo
@@ -41,7 +43,7 @@ use half::bf16;
 
 pub use self::tcgen05::{Tcgen05Setup, Tcgen05Stage};
 pub use self::wgmma::WgmmaStage;
-use super::plan::Plan;
+use super::plan::{HiLo, Plan};
 use super::smem::{Buffers, checked};
 use super::team::Team;
 use crate::swap_ab_decode::{SWA_ROWS, TILE};
@@ -309,9 +311,11 @@ impl RunningOutputs<'_> {
     }
 }
 
-/// The operands of O^T = V^T . P^T: the KV tile transposed `[512, 128]` and P `[2H, 128]`.
+/// The operands of O^T = V^T . P^T: the KV tile transposed `[512, kv_rows]`, and P as the
+/// B operands the O MMA adds up ([`HiLo`]): `[2H, kv_rows]` once, or the hi and lo halves
+/// `[H, kv_rows]` (the two K ranges of [`Plan::p_layout`]).
 #[track_caller]
-fn value_operands(buf: &Buffers) -> (Tensor<bf16, Shared>, Tensor<bf16, Shared>) {
+fn value_operands(plan: &Plan, buf: &Buffers) -> (Tensor<bf16, Shared>, Vec<Tensor<bf16, Shared>>) {
     let v_t = match buf.kv.layout().transposed() {
         Ok(layout) => buf.kv.view(layout),
         Err(e) => {
@@ -319,17 +323,29 @@ fn value_operands(buf: &Buffers) -> (Tensor<bf16, Shared>, Tensor<bf16, Shared>)
             buf.kv.clone()
         }
     };
-    (v_t.tensor::<bf16>(), buf.p.tensor::<bf16>())
+    let p = buf.p.tensor::<bf16>();
+    let p = match plan.hi_lo {
+        HiLo::Columns => vec![p],
+        HiLo::Accumulated => {
+            let half = [i64::from(plan.heads), i64::from(plan.kv_rows)];
+            (0u32..2).map(|h| p.local_tile(&half, (0u32, h))).collect()
+        }
+    };
+    (v_t.tensor::<bf16>(), p)
 }
 
-/// The partial `[H, 512]` as O^T's C tile `[512 dims, (H, 2)]`: column `h + H half` is
-/// head h's P_hi (half 0) or P_lo (half 1) column, and both land on `partial[h][dim]`.
+/// The partial `[H, 512]` as O^T's C tile `[512 dims, (H, c)]`, c the accumulator columns
+/// of a head ([`HiLo::columns`]): column `h + H half` is head h's P_hi (half 0) or P_lo
+/// (half 1) column, and both land on `partial[h][dim]`.
 #[track_caller]
 fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
     let layout = plan.partial_layout().and_then(|partial| {
         let (heads, dims) = (partial.layout().mode(0)?, partial.layout().mode(1)?);
         let hi_lo = Layout::new(
-            IntTuple::tuple([heads.shape().clone(), IntTuple::from(2)]),
+            IntTuple::tuple([
+                heads.shape().clone(),
+                IntTuple::from(i64::from(plan.hi_lo.columns())),
+            ]),
             IntTuple::tuple([heads.stride().clone(), IntTuple::from(0)]),
         )?;
         ComposedLayout::new(
@@ -346,8 +362,8 @@ fn partial_as_outputs_tile(plan: &Plan, buf: &Buffers) -> Tensor<f32, Shared> {
 
 /// Writes each cell of `dst` once, with the sum of the elements of `acc` (of `dst`'s
 /// shape) that land on it, in flat order: hi + lo where `dst` is a partition of
-/// [`partial_as_outputs_tile`]. `head_of(i)` is the head of `acc`'s element `i`, which
-/// picks the cell's rescale factors.
+/// [`partial_as_outputs_tile`] with two columns a head. `head_of(i)` is the head of
+/// `acc`'s element `i`, which picks the cell's rescale factors.
 #[track_caller]
 fn store_summed(
     dst: &Tensor<f32, Shared>,

@@ -4,6 +4,7 @@
 
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{Smem, load};
+use dsl_core::arch::operand::SmemOperand;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::thread::{elect_one, thread_idx_x};
 use dsl_core::layout::Major;
@@ -43,7 +44,7 @@ pub struct Tcgen05Stage {
     columns: u32,
     scores_mma: Tcgen05Tiled,
     outputs_mma: Tcgen05Tiled,
-    /// S `[128, H]` and O^T `[512, 2H]`.
+    /// S `[128, H]` and O^T `[512, 2H]` (`[512, H]` where P's halves accumulate together).
     scores: Tensor<f32, Tmem>,
     outputs: Tensor<f32, Tmem>,
 }
@@ -99,11 +100,11 @@ impl Tcgen05Stage {
             i64::from(heads),
         );
         let outputs_mma = Tcgen05Tiled::ss_tile(
-            tcgen05::MmaF16Bf16Ss::bf16(TILE as u32, 2 * heads, Major::MN, Major::MN),
+            tcgen05::MmaF16Bf16Ss::bf16(TILE as u32, plan.outputs_columns(), Major::MN, Major::MN),
             Major::MN,
             Major::MN,
             HEAD_DIM as i64,
-            i64::from(2 * heads),
+            i64::from(plan.outputs_columns()),
         );
         if outputs_mma.columns() > plan.s_column {
             trace_error(format!(
@@ -177,30 +178,28 @@ impl Tcgen05Stage {
 
     #[device]
     pub(super) fn outputs(&self, plan: &Plan, buf: &Buffers, warp: Val<u32>, rows: TileRows) {
-        let (v_t, p) = value_operands(buf);
+        let (v_t, p) = value_operands(plan, buf);
         let v_t = self.outputs_mma.partition_a(&v_t);
-        let p = self.outputs_mma.partition_b(&p);
+        let p: Vec<SmemOperand> = p.iter().map(|p| self.outputs_mma.partition_b(p)).collect();
         let o = &self.outputs;
+        // Each of P's operands over `steps`, the first from zero where `fresh`.
+        let issue = |steps: std::ops::Range<i64>, fresh: bool| {
+            for (i, p) in p.iter().enumerate() {
+                let accumulate = !fresh || i > 0;
+                self.outputs_mma
+                    .gemm_k_steps(o, &v_t, p, steps.clone(), accumulate);
+            }
+        };
         if warp == 0 {
             if elect_one() {
                 tcgen05::fence_after_thread_sync();
                 match rows {
-                    TileRows::All => {
-                        self.outputs_mma
-                            .gemm_k_steps(o, &v_t, &p, 0..TILE_STEPS, false);
-                    }
+                    TileRows::All => issue(0..TILE_STEPS, true),
                     TileRows::ByRank(rank) => {
-                        self.outputs_mma
-                            .gemm_k_steps(o, &v_t, &p, 0..SWA_STEPS, false);
+                        issue(0..SWA_STEPS, true);
                         if let Some(whole) = TileRows::whole_tile_at(plan, rank) {
                             if whole {
-                                self.outputs_mma.gemm_k_steps(
-                                    o,
-                                    &v_t,
-                                    &p,
-                                    SWA_STEPS..TILE_STEPS,
-                                    true,
-                                );
+                                issue(SWA_STEPS..TILE_STEPS, false);
                             }
                         }
                     }

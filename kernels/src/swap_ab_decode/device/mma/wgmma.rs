@@ -32,7 +32,8 @@ pub struct WgmmaStage {
 
 impl WgmmaStage {
     /// S is `m64nH` over a warpgroup a 64 rows of the team's KV tile (the first one or
-    /// two of the team's), O^T `m64n2H` over all of the team's warpgroups.
+    /// two of the team's), O^T `m64n2H` (`m64nH` where P's halves accumulate together) over
+    /// all of the team's warpgroups.
     #[track_caller]
     pub(super) fn new(plan: &Plan, buf: &Buffers, team: &Team) -> WgmmaStage {
         let heads = plan.heads;
@@ -45,10 +46,10 @@ impl WgmmaStage {
                 i64::from(heads),
             ),
             outputs_mma: WgmmaTiled::ss(
-                wgmma::MmaF16Bf16Ss::bf16(2 * heads, Major::MN, Major::MN),
+                wgmma::MmaF16Bf16Ss::bf16(plan.outputs_columns(), Major::MN, Major::MN),
                 team.warpgroups(),
                 HEAD_DIM as i64,
-                i64::from(2 * heads),
+                i64::from(plan.outputs_columns()),
             ),
             scores: buf.p.view(checked("scores", plan.scores_layout())),
             scores_warpgroups,
@@ -96,14 +97,16 @@ impl WgmmaStage {
         running: Option<Tensor<f32, Regs>>,
     ) -> Tensor<f32, Regs> {
         let thr = self.outputs_mma.thread(self.team.tid);
-        let (v_t, p) = value_operands(buf);
+        let (v_t, p) = value_operands(plan, buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
-        let p = thr.partition_b(&p);
+        let p: Vec<_> = p.iter().map(|p| thr.partition_b(p)).collect();
         let onto = running.is_some();
         let acc = running.unwrap_or_else(|| thr.partition_fragment_c());
         let issue = |steps: std::ops::Range<i64>| {
             wgmma::fence();
-            thr.gemm_k_steps(&acc, &v_t, &p, steps, onto);
+            for (i, p) in p.iter().enumerate() {
+                thr.gemm_k_steps(&acc, &v_t, p, steps.clone(), onto || i > 0);
+            }
             wgmma::commit_group();
         };
         match rows {
@@ -173,15 +176,17 @@ pub(super) fn wait_for_outputs(team: &Team) {
     team.sync();
 }
 
-/// Row 0 of `rescale` `[2, H]` (a factor per head) as O^T's C tile `[512 dims, (H, 2)]`:
-/// every dim and both the hi and lo column of a head see the head's factor.
+/// Row 0 of `rescale` `[2, H]` (a factor per head) as O^T's C tile `[512 dims, (H, c)]`:
+/// every dim and each accumulator column of a head (hi and lo, or their sum) see the
+/// head's factor.
 #[track_caller]
 fn head_factors_as_outputs_tile(plan: &Plan, rescale: &SmemTile) -> Tensor<f32, Shared> {
     let heads = i64::from(plan.heads);
+    let columns = i64::from(plan.hi_lo.columns());
     let layout = Layout::new(
         IntTuple::tuple([
             IntTuple::from(HEAD_DIM as i64),
-            IntTuple::tuple([IntTuple::from(heads), IntTuple::from(2)]),
+            IntTuple::tuple([IntTuple::from(heads), IntTuple::from(columns)]),
         ]),
         IntTuple::tuple([
             IntTuple::from(0),
