@@ -167,16 +167,9 @@ impl Plan {
     pub fn p_layout(&self) -> Result<ComposedLayout, LayoutError> {
         let (heads, rows) = (i64::from(self.heads), i64::from(self.kv_rows));
         match self.hi_lo {
-            HiLo::Columns => {
-                canonical::mn_major(self.row_of_4h_bytes_swizzle(), 2 * heads, rows, 2)
-            }
+            HiLo::Columns => canonical::mn_major(row_swizzle(4 * self.heads), 2 * heads, rows, 2),
             HiLo::Accumulated => {
-                let swizzle = if self.heads == 32 {
-                    Swizzle::B64
-                } else {
-                    Swizzle::B32
-                };
-                canonical::mn_major(swizzle, heads, 2 * rows, 2)
+                canonical::mn_major(row_swizzle(2 * self.heads), heads, 2 * rows, 2)
             }
         }
     }
@@ -224,17 +217,19 @@ impl Plan {
             Int::Static(self.kv_rows as i64),
             Int::Static(self.heads as i64),
         ]);
-        ComposedLayout::new(self.row_of_4h_bytes_swizzle(), 0, layout, 4)
+        ComposedLayout::new(row_swizzle(4 * self.heads), 0, layout, 4)
     }
+}
 
-    /// The swizzle of P's and the scores' rows, 4H bytes each (2H bf16, H f32): 128 bytes
-    /// at H = 32, 64 at H = 16.
-    fn row_of_4h_bytes_swizzle(&self) -> Swizzle {
-        if self.heads == 32 {
-            Swizzle::B128
-        } else {
-            Swizzle::B64
-        }
+/// The MMA swizzle of rows of `row_bytes` bytes (P's rows, 2H or 4H bytes, and the scores',
+/// 4H: H is 16 or 32), so that eight consecutive rows' 16-byte pieces fall in distinct
+/// banks.
+fn row_swizzle(row_bytes: u32) -> Swizzle {
+    match row_bytes {
+        32 => Swizzle::B32,
+        64 => Swizzle::B64,
+        128 => Swizzle::B128,
+        other => unreachable!("rows of {other} bytes: the MMAs take 16 or 32 heads"),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use dsl_core::Target;
 
+use crate::swap_ab_decode::key::MIN_MMA_HEADS;
 use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule, TILE};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
@@ -125,7 +126,7 @@ pub fn modelled_us(key: &CompileKey, tokens: usize) -> f64 {
         }
         Schedule::Streamed { ctas, cta_heads } => {
             let merge = if ctas > 1 { CLUSTER_MERGE_US } else { 0.0 };
-            let tile = if cta_heads > 16 {
+            let tile = if cta_heads > MIN_MMA_HEADS {
                 STREAM_TILE_US
                     * STREAM_32_HEADS_TILE[usize::from(key.extra_record == ExtraRecord::Nvfp4)]
             } else {

@@ -22,8 +22,9 @@
 //! sm_90a ([`WgmmaStage`]): [`WgmmaTiled`](dsl_core::tensor::WgmmaTiled) with C in
 //! registers. S is `m64nH` over warpgroups 0 and 1 (rows 0..64 and 64..128), stored through
 //! `partition_c` into a shared-memory stand-in so that the softmax reads the same rows and
-//! columns as from TMEM; O^T is `m64n2H` (or `m64nH`) over the four warpgroups (warpgroup g: dims
-//! `64 g ..` and `256 + 64 g ..`), kept in registers across the column sums.
+//! columns as from TMEM; O^T is `m64n2H` (or `m64nH`) over the four warpgroups
+//! (warpgroup g: dims `64 g ..` and `256 + 64 g ..`), kept in registers across the column
+//! sums.
 //!
 //! Either way the partial `[H, 512]` is seen as O^T's C tile `[512, (H, 2)]`, the hi and lo
 //! column of a head on one cell: `partition_c` of it says where each accumulator element
