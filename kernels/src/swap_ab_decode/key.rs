@@ -71,6 +71,18 @@ impl Schedule {
         cta_heads: MIN_MMA_HEADS,
     };
     /// One CTA streams all of a token's tiles for 32 heads (sm_90a).
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::{CompileKey, KeyError, Schedule};
+    ///
+    /// assert_eq!(Schedule::STREAMED_32_HEADS.short_name(), "streamh32");
+    /// let key: CompileKey = "h32_nk128_ne512_nvfp4_p64x64_streamh32_sm90a".parse()?;
+    /// key.validate()?;
+    /// // 16 heads fill no 32-head CTA.
+    /// let small = CompileKey { heads: 16, ..key };
+    /// assert!(matches!(small.validate(), Err(KeyError::StreamedHeads { .. })));
+    /// # Ok::<(), KeyError>(())
+    /// ```
     pub const STREAMED_32_HEADS: Schedule = Schedule::Streamed {
         ctas: 1,
         cta_heads: MAX_HEADS_PER_CLUSTER,
