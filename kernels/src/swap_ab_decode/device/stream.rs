@@ -135,13 +135,14 @@
 //! starts: starting a CTA's later tokens together measured 1.002-1.005x at s_q 512 (fp8,
 //! H=16 and 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
 //!
-//! Why clusters of streamed CTAs: a CTA's 128-row tile takes about 7.4 us on the H200
-//! whether or not the SM has other work, so a step whose tokens leave SMs idle is bound by
-//! the number of tiles per CTA. Split gives each tile its own CTA, but from about 24 tokens
-//! its clusters of 6 (NE 512) or 10 (NE 1024) no longer fit the GPU at once and take a
-//! second round; a cluster of 2-4 streamed CTAs gives each token 2-4 SMs and 2-5 tiles per
-//! CTA in one round, the cluster merge costing about 2 us. `host/dispatch.rs` models both
-//! and picks per call.
+//! Why clusters of streamed CTAs: a CTA takes about 4.3 us for each 128 rows it streams
+//! (its teams' together) after about 6.8 us of setup and epilogue (the dispatch model's fit
+//! to H100 timings), whether or not other SMs have work, so a step whose tokens leave SMs
+//! idle is bound by the rows of its busiest CTA. Split gives each tile its own CTA, but
+//! from about 24 tokens its clusters of 6 (NE 512) or 10 (NE 1024) no longer fit the GPU
+//! at once and take a second round; a cluster of 2-4 streamed CTAs gives each token 2-4
+//! SMs and 2-5 tiles per CTA in one round, the cluster merge costing about 1 us.
+//! `host/dispatch.rs` models both and picks per call.
 //!
 //! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of
 //! its peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
@@ -497,6 +498,28 @@ impl Worker {
             count: plan.partials(),
         }
     }
+}
+
+/// How many of a token's tiles (both lists full) the busiest CTA of a streamed cluster
+/// takes, its teams' together, by [`Worker`]'s rule: the host's dispatch model times a
+/// streamed launch by it, since a CTA's teams share its SM. `stream4` at NE 512 takes 3
+/// of a token's 10 tiles on its first CTA, `stream3` 4, though both have workers of two.
+pub(crate) fn busiest_cta_tiles(plan: &Plan) -> u32 {
+    let widths = [plan.key.swa_width, plan.key.extra_width];
+    let tiles: u32 = widths
+        .map(|w| (w as u32).div_ceil(plan.kv_rows))
+        .iter()
+        .sum();
+    let workers = plan.partials();
+    let tiles_of = |worker: u32| tiles.saturating_sub(worker).div_ceil(workers);
+    (0..plan.cluster)
+        .map(|rank| {
+            (0..plan.teams)
+                .map(|team| tiles_of(team * plan.cluster + rank))
+                .sum()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The tiles of a list one worker streams: of those whose first row is below `limit`,
