@@ -799,3 +799,28 @@ fn fp8_dequant<'a>(ctx: &Ctx<'_>, reload: &'a dyn Fn(usize) -> [Val<u32>; 4]) ->
         Fp8Dequant::TwoMultiplies
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::swap_ab_decode::{CompileKey, Schedule};
+
+    fn busiest(key: &str, schedule: Schedule) -> u32 {
+        let key: CompileKey = key.parse().unwrap();
+        busiest_cta_tiles(&Plan::new(&key.with_schedule(schedule)))
+    }
+
+    /// Two teams of 64-row tiles (a token's 10 at NE 512, 18 at NE 1024) or one team of
+    /// 128 rows (the 32-head CTA: 5), dealt out as `Worker` says.
+    #[test]
+    fn the_busiest_cta_takes_its_teams_tiles_together() {
+        let ne512 = "h16_nk128_ne512_fp8_p64x64_sm90a";
+        let counts = (1..=4).map(|c| busiest(ne512, Schedule::streamed(c)));
+        assert_eq!(counts.collect::<Vec<_>>(), [10, 5, 4, 3]);
+        let ne1024 = "h16_nk128_ne1024_fp8_p64x64_sm90a";
+        let counts = (1..=4).map(|c| busiest(ne1024, Schedule::streamed(c)));
+        assert_eq!(counts.collect::<Vec<_>>(), [18, 9, 6, 5]);
+        let h32 = "h32_nk128_ne512_nvfp4_p64x64_sm90a";
+        assert_eq!(busiest(h32, Schedule::STREAMED_32_HEADS), 5);
+    }
+}
