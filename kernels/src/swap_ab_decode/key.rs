@@ -163,9 +163,10 @@ impl Schedule {
     }
 }
 
-/// The largest streamed cluster [`crate::swap_ab_decode::dispatch()`] considers: beyond it
-/// the cluster merge costs more than the shorter stream saves (a cluster of 4 already
-/// takes a token's 5 tiles at NE 512 in two rounds, as 3 does).
+/// The largest streamed cluster [`crate::swap_ab_decode::dispatch()`] considers. At NE 512
+/// a cluster of 4 leaves its busiest CTA 3 of a token's 10 tiles of 64 rows, 3 leaves 4;
+/// 5 would leave 2 (one a team) with a larger merge, while clusters of 5-8 fit only
+/// three quarters of the SMs at once (`host/dispatch.rs`): not built, not measured.
 pub const MAX_STREAMED_CTAS: usize = 4;
 
 /// What a decode kernel is compiled for. The token count is a grid dimension, not part of
