@@ -136,7 +136,7 @@
 //! H=16 and 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
 //!
 //! Why clusters of streamed CTAs: a CTA takes about 4.3 us for each 128 rows it streams
-//! (its teams' together) after about 6.8 us of setup and epilogue (the dispatch model's fit
+//! (its teams' together) after about 6.7 us of setup and epilogue (the dispatch model's fit
 //! to H100 timings), whether or not other SMs have work, so a step whose tokens leave SMs
 //! idle is bound by the rows of its busiest CTA. Split gives each tile its own CTA, but
 //! from about 24 tokens its clusters of 6 (NE 512) or 10 (NE 1024) no longer fit the GPU
@@ -315,8 +315,7 @@ pub(super) fn run(
 /// The lists with tiles in the key, in the token's order (SWA, then compressed), with
 /// their slot ids' shared buffers.
 fn staged_lists<'a>(ctx: &'a Ctx<'_>, plan: &Plan) -> Vec<StagedList<'a>> {
-    let swa_tiles = ctx.swa.width.div_ceil(plan.kv_rows);
-    let extra_tiles = ctx.extra.width.div_ceil(plan.kv_rows);
+    let [swa_tiles, extra_tiles] = [&ctx.swa, &ctx.extra].map(|list| team_tiles(plan, list.width));
     [
         ("swa_ids", &ctx.swa, swa_tiles, 0),
         ("extra_ids", &ctx.extra, extra_tiles, swa_tiles),
@@ -500,16 +499,18 @@ impl Worker {
     }
 }
 
+/// The tiles of a list `width` rows wide, of a team's `kv_rows` rows each.
+fn team_tiles(plan: &Plan, width: u32) -> u32 {
+    width.div_ceil(plan.kv_rows)
+}
+
 /// How many of a token's tiles (both lists full) the busiest CTA of a streamed cluster
 /// takes, its teams' together, by [`Worker`]'s rule: the host's dispatch model times a
 /// streamed launch by it, since a CTA's teams share its SM. `stream4` at NE 512 takes 3
 /// of a token's 10 tiles on its first CTA, `stream3` 4, though both have workers of two.
 pub(crate) fn busiest_cta_tiles(plan: &Plan) -> u32 {
     let widths = [plan.key.swa_width, plan.key.extra_width];
-    let tiles: u32 = widths
-        .map(|w| (w as u32).div_ceil(plan.kv_rows))
-        .iter()
-        .sum();
+    let tiles: u32 = widths.map(|w| team_tiles(plan, w as u32)).iter().sum();
     let workers = plan.partials();
     let tiles_of = |worker: u32| tiles.saturating_sub(worker).div_ceil(workers);
     (0..plan.cluster)

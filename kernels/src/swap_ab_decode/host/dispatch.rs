@@ -113,16 +113,22 @@ pub fn modelled_us(key: &CompileKey, tokens: usize) -> f64 {
     terms.iter().zip(MODEL_US).map(|(n, us)| n * us).sum()
 }
 
-/// The model's constants in microseconds, in [`model_terms`]' order:
+/// The model's constants in microseconds, indexed by the terms below:
 /// - a split CTA (one tile, the cluster merge) with 128-row compressed tiles, of 16 and of
-///   32 heads, then with 64-row ones;
-/// - a streamed CTA's setup and epilogue, each 128 rows its teams stream together, and
-///   the cluster merge;
-/// - each 128 rows of a streamed CTA of 32 heads, by compressed record (fp8, NVFP4): one
-///   team of warps, its tile ahead in registers (fp8's stage does not fit beside its
-///   buffers), one dequant for twice the heads: about 1.7 times a 16-head CTA's.
+///   32 heads, then with 64-row ones ([`SPLIT_CTA`]);
+/// - a streamed CTA's setup and epilogue ([`STREAM_START`]), each 128 rows its teams
+///   stream together ([`STREAM_ROWS`]), and the cluster merge ([`CLUSTER_MERGE`]);
+/// - each 128 rows of a streamed CTA of 32 heads, by compressed record (fp8, NVFP4;
+///   [`STREAM_32_HEADS_ROWS`]): one team of warps, its tile ahead in registers (fp8's
+///   stage does not fit beside its buffers), one dequant for twice the heads: about 1.7
+///   times a 16-head CTA's.
 const MODEL_US: [f64; MODEL_TERMS] = [9.9, 12.7, 8.7, 11.15, 6.7, 4.3, 0.85, 7.44, 7.27];
 const MODEL_TERMS: usize = 9;
+const SPLIT_CTA: [[usize; 2]; 2] = [[0, 1], [2, 3]];
+const STREAM_START: usize = 4;
+const STREAM_ROWS: usize = 5;
+const CLUSTER_MERGE: usize = 6;
+const STREAM_32_HEADS_ROWS: [usize; 2] = [7, 8];
 
 /// How many times a launch of `key` for `tokens` tokens takes each of [`MODEL_US`].
 fn model_terms(key: &CompileKey, tokens: usize) -> [f64; MODEL_TERMS] {
@@ -132,20 +138,22 @@ fn model_terms(key: &CompileKey, tokens: usize) -> [f64; MODEL_TERMS] {
     let mut terms = [0.0; MODEL_TERMS];
     match key.schedule {
         Schedule::Split { extra_rows } => {
-            let half_tiles = usize::from(extra_rows < TILE);
-            terms[2 * half_tiles + usize::from(key.mma_heads() > MIN_MMA_HEADS)] = rounds;
+            let heads = usize::from(key.mma_heads() > MIN_MMA_HEADS);
+            terms[SPLIT_CTA[usize::from(extra_rows < TILE)][heads]] = rounds;
         }
         Schedule::Streamed { ctas, cta_heads } => {
             let plan = Plan::new(key);
             let rows = f64::from(busiest_cta_tiles(&plan) * plan.kv_rows) / TILE as f64;
             let rows_term = if cta_heads > MIN_MMA_HEADS {
-                7 + usize::from(key.extra_record == ExtraRecord::Nvfp4)
+                STREAM_32_HEADS_ROWS[usize::from(key.extra_record == ExtraRecord::Nvfp4)]
             } else {
-                5
+                STREAM_ROWS
             };
-            terms[4] = rounds;
+            terms[STREAM_START] = rounds;
             terms[rows_term] = rounds * rows;
-            terms[6] = if ctas > 1 { rounds } else { 0.0 };
+            if ctas > 1 {
+                terms[CLUSTER_MERGE] = rounds;
+            }
         }
     }
     terms
