@@ -1,6 +1,7 @@
 //! Asynchronous copies in the interpreter: TMA box loads (swizzled, ragged, 3-D, multicast)
 //! and stores against a host model of the copy engine, 1-D bulk loads, cp.async with zero
-//! fill, a producer/consumer pipeline, and every misuse the async proxy forbids.
+//! fill, `st.async` into a cluster peer, a producer/consumer pipeline, and every misuse the
+//! async proxy forbids.
 
 mod common;
 
@@ -9,7 +10,7 @@ use dsl_core::Target;
 use dsl_core::arch::cluster::cluster_sync;
 use dsl_core::arch::copy::{
     bulk_commit_group, bulk_load, bulk_prefetch_l2, bulk_wait_group_read, cp_async,
-    cp_async_commit, cp_async_wait,
+    cp_async_commit, cp_async_wait, store_async,
 };
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{Smem, load, load_vec, store, store_vec};
@@ -321,6 +322,71 @@ fn a_multicast_load_fills_both_ctas_of_a_cluster() {
     let want = host.box_image(&[64, 8], &[8, 2], MapSwizzle::B128);
     assert_eq!(got[..512], want[..]);
     assert_eq!(got[512..], want[..]);
+}
+
+/// Two CTAs of a cluster each zero their inbox, then store 32 words into the other's with
+/// `st.async` (thread t: 100 x rank + t), then copy their own inbox to `out`, after a
+/// cluster-scope wait for the phase the words complete when `wait`.
+fn store_async_kernel(wait: bool) -> Kernel {
+    trace_kernel("store_async", Target::Sm90a, || {
+        threads(32, 1, 1);
+        cluster_dims(2, 1, 1);
+        let out = Tensor::<u32, 1>::declare("out");
+        let inbox = smem_alloc("inbox", 128, 16);
+        let bar = Mbarrier::at(smem_alloc("bar", 8, 8).addr());
+        let (tid, rank) = (thread_idx_x(), cluster_cta_rank());
+        when(tid.eq(0u32), || {
+            bar.init(1u32);
+            bar.arrive_expect_tx(128u32);
+            init_fence();
+        });
+        store(inbox.addr() + tid * 4u32, Val::<u32>::constant(0));
+        cluster_sync();
+        let word = rank * 100u32 + tid;
+        store_async(inbox.addr() + tid * 4u32, rank ^ 1u32, [word], bar);
+        if wait {
+            bar.wait_cluster(0u32);
+        }
+        let v: Val<u32> = load(inbox.addr() + tid * 4u32);
+        store(out.base() + (rank * 32u32 + tid).mul_wide(4), v);
+        cluster_sync();
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_store_async_lands_in_the_peer_after_its_phase() {
+    let mut mem = Memory::new();
+    let out = mem.alloc("out", 256);
+    let args = [Arg::contiguous(out, &[64])];
+    run(
+        &store_async_kernel(true),
+        &mut mem,
+        &args,
+        &Launch::grid([2, 1, 1]),
+    )
+    .unwrap();
+    let want: Vec<u32> = (0..32).map(|t| 100 + t).chain(0..32).collect();
+    assert_eq!(mem.read::<u32>(out), want);
+
+    let mut mem = Memory::new();
+    let out = mem.alloc("out", 256);
+    let args = [Arg::contiguous(out, &[64])];
+    let e = run(
+        &store_async_kernel(false),
+        &mut mem,
+        &args,
+        &Launch::grid([2, 1, 1]),
+    );
+    expect(
+        &e.unwrap_err(),
+        FaultKind::AsyncProxyRace,
+        &[
+            "`ld.shared`",
+            "the st.async.shared::cluster issued at",
+            "has not observed",
+        ],
+    );
 }
 
 #[test]

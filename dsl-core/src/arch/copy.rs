@@ -2,9 +2,9 @@
 //! copies through the copy engine (sm_90+), and the bulk groups that track stores.
 
 use super::mbarrier::Mbarrier;
-use super::memory::{Gmem, Smem};
+use super::memory::{Gmem, Smem, Word};
 use crate::ir::verify::rules;
-use crate::ir::{BulkWait, CopyOp, Op, Operand, SourceLoc};
+use crate::ir::{AccessTy, BulkWait, CopyOp, Op, Operand, SourceLoc};
 use crate::trace::val::emit_effect;
 use crate::trace::{IntoVal, Val, trace_error_at};
 
@@ -50,6 +50,51 @@ pub fn bulk_load(dst: Smem, src: Gmem, bytes: impl IntoVal<u32>, bar: Mbarrier) 
         src: Operand::Reg(src.value().reg()),
         bytes,
         bar: Operand::Reg(bar.addr_reg().reg()),
+    }));
+}
+
+/// `st.async`: `values` (1, 2 or 4 words of 32 bits) to `dst`'s offset in the shared memory
+/// of cluster CTA `rank`, completing their bytes on that CTA's copy of `bar` (the same
+/// offset: both addresses are mapped to the one rank, as the instruction requires). The
+/// peer arms `bar` for the bytes and reads them after [`Mbarrier::wait_cluster`]; no fence
+/// or cluster barrier orders them, which is what makes it the cheap way to hand a peer
+/// data (a cluster-scope release, as `barrier.cluster.arrive` has, is a GPU-wide memory
+/// barrier on sm_90).
+#[track_caller]
+pub fn store_async<T: Word, const N: usize>(
+    dst: Smem,
+    rank: impl IntoVal<u32>,
+    values: [Val<T>; N],
+    bar: Mbarrier,
+) {
+    let caller = SourceLoc::caller();
+    if let Err(e) = rules::vector_width(N) {
+        trace_error_at(e, caller);
+    }
+    if T::ACCESS != AccessTy::B32 {
+        trace_error_at(
+            "st.async stores 32-bit words: bitcast the values to u32",
+            caller,
+        );
+    }
+    let bytes = 4 * N as i64;
+    if dst.offset() % bytes != 0 {
+        trace_error_at(
+            format!(
+                "the st.async destination is {} bytes past an aligned base; {bytes} bytes \
+                 need {bytes}-byte alignment",
+                dst.offset()
+            ),
+            caller,
+        );
+    }
+    let rank = rank.into_val();
+    let dst = dst.in_cta(rank).value();
+    let bar = bar.addr().in_cta(rank).value();
+    emit_effect(Op::Copy(CopyOp::StoreAsync {
+        dst: Operand::Reg(dst.reg()),
+        src: values.iter().map(|v| v.operand()).collect(),
+        bar: Operand::Reg(bar.reg()),
     }));
 }
 

@@ -88,6 +88,18 @@ impl Mbarrier {
         }));
     }
 
+    /// [`Mbarrier::wait`] with acquire at cluster scope: after it, this thread sees what
+    /// peer CTAs released with the phase (their [`store_async`](super::copy::store_async)
+    /// values).
+    #[track_caller]
+    pub fn wait_cluster(self, parity: impl IntoVal<u32>) {
+        let bar = self.operand();
+        emit_effect(Op::Mbarrier(MbarrierOp::WaitParityCluster {
+            bar,
+            parity: parity.operand(),
+        }));
+    }
+
     /// `mbarrier.arrive.release.cluster` on the same barrier in cluster CTA `rank`.
     #[track_caller]
     pub fn arrive_in_cta(self, rank: impl IntoVal<u32>) {

@@ -222,6 +222,14 @@ pub(crate) enum Ins {
         src: Slot,
         bytes: Slot,
     },
+    /// `st.async`: `n` b32 values `s[..n]` to the shared::cluster address `dst`, completing
+    /// on the mbarrier `bar` of the same CTA.
+    StoreAsync {
+        dst: Slot,
+        n: u32,
+        s: [Slot; 4],
+        bar: Slot,
+    },
     /// Coordinate slots are `lists[coords..coords + rank]`; `mask` is NONE without
     /// multicast.
     TensorLoad {
@@ -844,7 +852,8 @@ impl Compiler<'_> {
                     tx: NONE,
                     remote: true,
                 },
-                MbarrierOp::WaitParity { bar, parity } => Ins::MbarWait {
+                MbarrierOp::WaitParity { bar, parity }
+                | MbarrierOp::WaitParityCluster { bar, parity } => Ins::MbarWait {
                     bar: self.opnd(bar),
                     parity: self.opnd(parity),
                 },
@@ -962,6 +971,18 @@ impl Compiler<'_> {
             },
             CopyOp::CpAsyncCommit => Ins::CpAsyncCommit,
             CopyOp::CpAsyncWait { n } => Ins::CpAsyncWait { n: *n },
+            CopyOp::StoreAsync { dst, src, bar } => {
+                let mut s = [NONE; 4];
+                for (i, o) in src.iter().enumerate() {
+                    s[i] = self.opnd(o);
+                }
+                Ins::StoreAsync {
+                    dst: self.opnd(dst),
+                    n: src.len() as u32,
+                    s,
+                    bar: self.opnd(bar),
+                }
+            }
             CopyOp::BulkLoad {
                 dst,
                 src,

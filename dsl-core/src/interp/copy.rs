@@ -325,6 +325,47 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// `st.async.shared::cluster.mbarrier::complete_tx::bytes`: the values of `src` into a
+    /// cluster CTA's shared memory (aligned to their size), completing on that CTA's
+    /// mbarrier; its readers see them once they have waited for that phase.
+    pub(crate) fn store_async(
+        &self,
+        cl: &mut Cluster,
+        w: &Warp,
+        [dst, bar]: [Slot; 2],
+        src: &[Slot],
+    ) -> Result<(), InterpError> {
+        let bytes = 4 * src.len();
+        for l in lanes_of(w.active) {
+            let d = reg(&w.regs, dst, l) as u32;
+            let Some((c, a)) = resolve_cluster(w.cta, cl.ctas.len(), d) else {
+                return Err(self.mem_fault(
+                    w,
+                    l,
+                    d as u64,
+                    bytes,
+                    "st.async destination",
+                    format!(
+                        "the address names a rank outside the cluster of {}",
+                        cl.ctas.len()
+                    ),
+                ));
+            };
+            if a % bytes as u64 != 0 {
+                return Err(self.misaligned(w, l, a, bytes, "st.async destination"));
+            }
+            let data: Vec<u8> = src
+                .iter()
+                .flat_map(|&s| (reg(&w.regs, s, l) as u32).to_le_bytes())
+                .collect();
+            let off = self.copy_mbar(cl, w, l, reg(&w.regs, bar, l) as u32, c)?;
+            let landing = self.phase_landing(cl, w, l, c, off);
+            self.engine_write(cl, w, l, c, a, &data, landing)?;
+            self.mbar_tx(cl, w, Some(l), c, off, -(bytes as i64), "complete_tx")?;
+        }
+        Ok(())
+    }
+
     /// Checks the global range a 1-D bulk operation (`what`) of lane `l` reads: `n` bytes
     /// at `s`, a positive multiple of 16, 16-byte aligned, inside one allocation.
     fn bulk_range(

@@ -782,6 +782,9 @@ impl<'a> Machine<'a> {
                     bytes,
                     bar,
                 } => self.bulk_load(cl, w, [*dst, *src, *bytes, *bar])?,
+                Ins::StoreAsync { dst, n, s, bar } => {
+                    self.store_async(cl, w, [*dst, *bar], &s[..*n as usize])?
+                }
                 Ins::TensorLoad {
                     dst,
                     map,

@@ -9,6 +9,9 @@
 //!   mbarrier operand; readers wait for that mbarrier phase.
 //! - shared -> global bulk and tensor stores: `cp.async.bulk.commit_group`, then
 //!   `cp.async.bulk.wait_group.read n` before the source is reused (and `... 0` before exit).
+//! - `st.async` into a cluster peer's shared memory: `complete_tx` of the stored bytes on
+//!   the peer's mbarrier (release at cluster scope); the peer's readers wait for that phase
+//!   with a cluster-scope acquire.
 
 use super::{Operand, Reg, Requirement, visit_operand};
 use crate::target::Capability;
@@ -74,6 +77,15 @@ pub enum CopyOp {
     /// `cp.async.bulk.prefetch.L2.global [src], bytes`: brings `bytes` of global memory
     /// (16-byte aligned, a multiple of 16) into L2; nothing completes or waits.
     BulkPrefetchL2 { src: Operand, bytes: Operand },
+    /// `st.async.shared::cluster.mbarrier::complete_tx::bytes{.v2,.v4}.b32 [dst], src,
+    /// [bar]`: `src.len()` (1, 2 or 4) 32-bit values into the shared memory of a CTA of the
+    /// cluster (a `mapa` address aligned to the store's size), completing their bytes on the
+    /// mbarrier `bar` of the same CTA.
+    StoreAsync {
+        dst: Operand,
+        src: Vec<Operand>,
+        bar: Operand,
+    },
 }
 
 impl CopyOp {
@@ -126,6 +138,13 @@ impl CopyOp {
                 }
             }
             CopyOp::PrefetchTensorMap { map } => f(*map, false),
+            CopyOp::StoreAsync { dst, src, bar } => {
+                visit_operand(dst, f);
+                for s in src {
+                    visit_operand(s, f);
+                }
+                visit_operand(bar, f);
+            }
             CopyOp::BulkPrefetchL2 { src, bytes } => {
                 visit_operand(src, f);
                 visit_operand(bytes, f);
@@ -152,6 +171,7 @@ impl CopyOp {
             CopyOp::TensorLoad { .. }
             | CopyOp::TensorStore { .. }
             | CopyOp::PrefetchTensorMap { .. } => Requirement::with(Capability::Tma, 8, 0),
+            CopyOp::StoreAsync { .. } => Requirement::with(Capability::Cluster, 8, 1),
         }
     }
 
@@ -167,6 +187,7 @@ impl CopyOp {
             CopyOp::BulkWaitGroup { .. } => "cp.async.bulk.wait_group",
             CopyOp::PrefetchTensorMap { .. } => "prefetch.tensormap",
             CopyOp::BulkPrefetchL2 { .. } => "cp.async.bulk.prefetch.L2.global",
+            CopyOp::StoreAsync { .. } => "st.async.shared::cluster",
         }
     }
 }

@@ -18,6 +18,10 @@ pub enum MbarrierOp {
     ArriveCluster { bar: Operand },
     /// Blocks until the phase with parity `parity` has completed (a `try_wait.parity` loop).
     WaitParity { bar: Operand, parity: Operand },
+    /// [`MbarrierOp::WaitParity`] with acquire at cluster scope
+    /// (`mbarrier.try_wait.parity.acquire.cluster`): what a peer CTA released with the
+    /// phase (`st.async`'s stores) is visible after it.
+    WaitParityCluster { bar: Operand, parity: Operand },
 }
 
 impl MbarrierOp {
@@ -33,7 +37,8 @@ impl MbarrierOp {
                 visit_operand(bar, f);
                 visit_operand(tx_bytes, f);
             }
-            MbarrierOp::WaitParity { bar, parity } => {
+            MbarrierOp::WaitParity { bar, parity }
+            | MbarrierOp::WaitParityCluster { bar, parity } => {
                 visit_operand(bar, f);
                 visit_operand(parity, f);
             }
@@ -48,6 +53,7 @@ impl MbarrierOp {
             }
             MbarrierOp::ArriveCluster { .. } => Requirement::with(Capability::Cluster, 8, 0),
             MbarrierOp::WaitParity { .. } => Requirement::all(7, 8),
+            MbarrierOp::WaitParityCluster { .. } => Requirement::with(Capability::Cluster, 8, 0),
         }
     }
 
@@ -59,6 +65,7 @@ impl MbarrierOp {
             MbarrierOp::ExpectTx { .. } => "mbarrier.expect_tx",
             MbarrierOp::ArriveCluster { .. } => "mbarrier.arrive.release.cluster",
             MbarrierOp::WaitParity { .. } => "mbarrier.try_wait.parity",
+            MbarrierOp::WaitParityCluster { .. } => "mbarrier.try_wait.parity.acquire.cluster",
         }
     }
 }

@@ -76,6 +76,21 @@ pub(super) fn copy(p: &mut Printer, op: &CopyOp) {
             address(p, src, 0),
             p.operand(*bytes, Ty::U32)
         ),
+        CopyOp::StoreAsync { dst, src, bar } => {
+            let values: Vec<String> = src.iter().map(|v| p.operand(*v, Ty::U32)).collect();
+            let (shape, values) = match values.len() {
+                1 => ("", values[0].clone()),
+                n => (
+                    if n == 2 { ".v2" } else { ".v4" },
+                    format!("{{{}}}", values.join(", ")),
+                ),
+            };
+            format!(
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes{shape}.b32 {}, {values}, {};",
+                address(p, dst, 0),
+                address(p, bar, 0)
+            )
+        }
     };
     p.line(&line);
 }

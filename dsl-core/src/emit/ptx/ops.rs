@@ -534,20 +534,27 @@ fn mbarrier(p: &mut Printer, op: &MbarrierOp) {
             );
             p.line(&line)
         }
-        MbarrierOp::WaitParity { bar, parity } => {
-            let label = p.fresh_label("wait");
-            let bar = bar_address(p, bar);
-            let parity = p.operand(*parity, Ty::U32);
-            p.line("{");
-            p.line("    .reg .pred %ready;");
-            p.label(&label);
-            p.line(&format!(
-                "    mbarrier.try_wait.parity.shared::cta.b64 %ready, {bar}, {parity};"
-            ));
-            p.line(&format!("    @!%ready bra {label};"));
-            p.line("}");
+        MbarrierOp::WaitParity { bar, parity } => wait_parity(p, bar, parity, ""),
+        MbarrierOp::WaitParityCluster { bar, parity } => {
+            wait_parity(p, bar, parity, ".acquire.cluster")
         }
     }
+}
+
+/// A `try_wait.parity` loop on `bar` with the memory semantics `sem` (empty: the default,
+/// acquire at CTA scope).
+fn wait_parity(p: &mut Printer, bar: &Operand, parity: &Operand, sem: &str) {
+    let label = p.fresh_label("wait");
+    let bar = bar_address(p, bar);
+    let parity = p.operand(*parity, Ty::U32);
+    p.line("{");
+    p.line("    .reg .pred %ready;");
+    p.label(&label);
+    p.line(&format!(
+        "    mbarrier.try_wait.parity{sem}.shared::cta.b64 %ready, {bar}, {parity};"
+    ));
+    p.line(&format!("    @!%ready bra {label};"));
+    p.line("}");
 }
 
 fn cluster(p: &mut Printer, op: &ClusterOp) {

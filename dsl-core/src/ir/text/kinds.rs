@@ -93,6 +93,7 @@ op_kinds! {
     BulkWaitGroup => "cp.async.bulk.wait_group",
     PrefetchTensorMap => "prefetch.tensormap",
     BulkPrefetchL2 => "cp.async.bulk.prefetch.L2",
+    StoreAsync => "st.async",
     ReadSpecial => "sreg",
     BarSync => "bar.sync",
     NamedBarSync => "bar.named.sync",
@@ -113,6 +114,7 @@ op_kinds! {
     MbarrierExpectTx => "mbarrier.expect_tx",
     MbarrierArriveCluster => "mbarrier.arrive.cluster",
     MbarrierWaitParity => "mbarrier.wait.parity",
+    MbarrierWaitParityCluster => "mbarrier.wait.parity.cluster",
     ClusterArrive => "cluster.arrive",
     ClusterWait => "cluster.wait",
     Mapa => "mapa",
@@ -206,6 +208,7 @@ impl OpKind {
                 CopyOp::BulkWaitGroup { .. } => OpKind::BulkWaitGroup,
                 CopyOp::PrefetchTensorMap { .. } => OpKind::PrefetchTensorMap,
                 CopyOp::BulkPrefetchL2 { .. } => OpKind::BulkPrefetchL2,
+                CopyOp::StoreAsync { .. } => OpKind::StoreAsync,
             },
             Op::Sync(op) => match op {
                 SyncOp::ReadSpecial { .. } => OpKind::ReadSpecial,
@@ -234,6 +237,7 @@ impl OpKind {
                 MbarrierOp::ExpectTx { .. } => OpKind::MbarrierExpectTx,
                 MbarrierOp::ArriveCluster { .. } => OpKind::MbarrierArriveCluster,
                 MbarrierOp::WaitParity { .. } => OpKind::MbarrierWaitParity,
+                MbarrierOp::WaitParityCluster { .. } => OpKind::MbarrierWaitParityCluster,
             },
             Op::Cluster(op) => match op {
                 ClusterOp::Arrive { .. } => OpKind::ClusterArrive,

@@ -195,6 +195,7 @@ pub(crate) fn lower(op: &Op, reg_ty: &dyn Fn(Reg) -> Ty, param: &dyn Fn(u32) -> 
             }
             CopyOp::PrefetchTensorMap { map } => l.reg(*map),
             CopyOp::BulkPrefetchL2 { src, bytes } => l.at(*src).val(*bytes),
+            CopyOp::StoreAsync { dst, src, bar } => l.at(*dst).arg(ops(src)).at(*bar),
             CopyOp::CpAsyncCommit | CopyOp::BulkCommit => l,
         },
         Op::Sync(op) => match op {
@@ -218,7 +219,8 @@ pub(crate) fn lower(op: &Op, reg_ty: &dyn Fn(Reg) -> Ty, param: &dyn Fn(u32) -> 
             MbarrierOp::Arrive { bar } | MbarrierOp::ArriveCluster { bar } => l.at(*bar),
             MbarrierOp::ArriveExpectTx { bar, tx_bytes }
             | MbarrierOp::ExpectTx { bar, tx_bytes } => l.at(*bar).val(*tx_bytes),
-            MbarrierOp::WaitParity { bar, parity } => l.at(*bar).val(*parity),
+            MbarrierOp::WaitParity { bar, parity }
+            | MbarrierOp::WaitParityCluster { bar, parity } => l.at(*bar).val(*parity),
         },
         Op::Cluster(op) => match op {
             ClusterOp::Arrive { semantics } => l.suffix(semantics.word()),
@@ -632,6 +634,11 @@ pub(crate) fn build(line: &Line, params: &[Param]) -> Result<Op, ParseError> {
                 bar,
             })
         }
+        OpKind::StoreAsync => {
+            let (dst, src, bar) = (r.at()?, r.operands()?, r.at()?);
+            r.end(false, false)?;
+            Op::Copy(CopyOp::StoreAsync { dst, src, bar })
+        }
         OpKind::TensorLoad => {
             let (dst, map, coords, bar) = (r.at()?, r.reg()?, r.list()?, r.at()?);
             let multicast = if r.more() { Some(r.operand()?) } else { None };
@@ -762,10 +769,14 @@ pub(crate) fn build(line: &Line, params: &[Param]) -> Result<Op, ParseError> {
                 Op::Mbarrier(MbarrierOp::ArriveExpectTx { bar, tx_bytes })
             }
         }
-        OpKind::MbarrierWaitParity => {
+        OpKind::MbarrierWaitParity | OpKind::MbarrierWaitParityCluster => {
             let (bar, parity) = (r.at()?, r.operand()?);
             r.end(false, false)?;
-            Op::Mbarrier(MbarrierOp::WaitParity { bar, parity })
+            if line.kind == OpKind::MbarrierWaitParity {
+                Op::Mbarrier(MbarrierOp::WaitParity { bar, parity })
+            } else {
+                Op::Mbarrier(MbarrierOp::WaitParityCluster { bar, parity })
+            }
         }
         OpKind::ClusterArrive => {
             let semantics: ArriveSemantics = r.word()?;

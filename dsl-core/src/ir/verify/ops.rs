@@ -428,6 +428,16 @@ impl Cx<'_> {
                 self.gmem(src, "the source");
                 self.smem(bar, "the mbarrier");
             }
+            CopyOp::StoreAsync { dst, src, bar } => {
+                self.rule(rules::vector_width(src.len()));
+                for s in src {
+                    if let Operand::Reg(r) = s {
+                        self.access_reg(*r, AccessTy::B32, "a source");
+                    }
+                }
+                self.smem(dst, "the destination");
+                self.smem(bar, "the mbarrier");
+            }
             CopyOp::TensorLoad {
                 dst,
                 map,
@@ -517,7 +527,8 @@ impl Cx<'_> {
                     self.rule(rules::mbarrier_count("transaction count", *n, 0));
                 }
             }
-            MbarrierOp::WaitParity { bar, parity } => {
+            MbarrierOp::WaitParity { bar, parity }
+            | MbarrierOp::WaitParityCluster { bar, parity } => {
                 self.smem(bar, "the mbarrier");
                 self.opnd_bits(parity, 32, "the parity");
                 if let Operand::Imm(p) = parity
