@@ -28,6 +28,7 @@ use dsl_core::trace::{
 use dsl_macros::{KernelParam, device, kernel};
 use half::bf16;
 
+use super::inbox::Inbox;
 use super::inputs::{KvList, QueryInputs};
 use super::merge::{EpilogueTensors, MergeAndStore, gather_stats, pull_partials};
 use super::mma::{Mma, MmaSetup};
@@ -183,19 +184,20 @@ pub(super) fn sum_columns(ctx: &Ctx<'_>, probs: &[Val<f32>]) {
 }
 
 /// Stages 7-10, the same in both schedules once this CTA's partial and statistics are in
-/// its shared memory (entry `rank` of the statistics): publish them to the cluster, pull
-/// this CTA's output units from every peer in rank order, merge with the sink, inverse
-/// RoPE, MXFP8 cast and o-fused store (with the sink logits `sinks` the CTA loaded,
-/// [`load_sinks`](super::merge::load_sinks)); no CTA exits while a peer may still read it. A
-/// streamed CTA without peers needs only its own barriers. Beside the merge (what a
-/// persistent CTA does for its next token): `after_publish` once every partial and
-/// statistic is final (the shared memory the tiles used is free), and `halfway`, between
-/// two passes of stage 9, with what `after_publish` returned (loads it issued); the merge
-/// returns what `halfway` returns.
+/// its shared memory (entry `rank` of the statistics): publish them to the cluster (with
+/// an `inbox`, push them into the peers' inboxes), take this CTA's output units from every
+/// peer in rank order, merge with the sink, inverse RoPE, MXFP8 cast and o-fused store
+/// (with the sink logits `sinks` the CTA loaded, [`load_sinks`](super::merge::load_sinks));
+/// no CTA exits while a peer may still read its shared memory or store into it. A streamed
+/// CTA without peers needs only its own barriers. Beside the merge (what a persistent CTA
+/// does for its next token): `after_publish` once every partial and statistic is final
+/// (the shared memory the tiles used is free), and `halfway`, between two passes of stage
+/// 9, with what `after_publish` returned (loads it issued); the merge returns what
+/// `halfway` returns.
 #[device]
 pub(super) fn merge_stages<T, U>(
     ctx: &Ctx<'_>,
-    (rank, sinks): (Val<u32>, &[Val<f32>]),
+    (rank, sinks, inbox): (Val<u32>, &[Val<f32>], Option<&Inbox>),
     precast: Option<Tensor<f32, 3>>,
     after_publish: impl FnOnce() -> T,
     halfway: impl FnOnce(T) -> U,
@@ -203,21 +205,32 @@ pub(super) fn merge_stages<T, U>(
     let (plan, buf, tid) = (ctx.plan, ctx.buf, ctx.tid);
     let peers = plan.merges_peers();
     stage("7: every partial and statistic is final");
-    if peers {
-        cluster_arrive();
-        cluster_wait();
-    } else {
-        sync_threads();
+    match inbox {
+        Some(inbox) => {
+            sync_threads();
+            inbox.push(plan, buf, tid, rank);
+        }
+        None if peers => {
+            cluster_arrive();
+            cluster_wait();
+        }
+        None => sync_threads(),
     }
     launch_dependents();
     let issued = after_publish();
 
-    stage("8: pull this CTA's units from every peer, in fixed peer order");
-    let pulls = pull_partials(plan, buf, tid, rank);
-    if peers {
-        gather_stats(plan, buf, tid, rank);
-        sync_threads();
-    }
+    stage("8: this CTA's units from every peer, in fixed peer order");
+    let pulls = match inbox {
+        Some(inbox) => inbox.receive(plan, tid, rank),
+        None => {
+            let pulls = pull_partials(plan, buf, tid, rank);
+            if peers {
+                gather_stats(plan, buf, tid, rank);
+                sync_threads();
+            }
+            pulls
+        }
+    };
 
     stage("9: merge with the sink, inverse RoPE, MXFP8 cast, o-fused store");
     let tensors = ctx.epilogue_tensors(precast);

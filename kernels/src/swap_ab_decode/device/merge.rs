@@ -15,8 +15,11 @@ use crate::formats::{e4m3, mxfp8};
 use crate::swap_ab_decode::output::{self, SCALE_WORD_BYTES};
 use crate::swap_ab_decode::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 
+/// Dims of an output unit: one MXFP8 block of a head.
+pub(super) const UNIT_DIMS: u32 = mxfp8::BLOCK as u32;
+
 /// Values of a 32-dim unit each of its threads merges and stores.
-const VALUES_PER_THREAD: u32 = mxfp8::BLOCK as u32 / THREADS_PER_UNIT;
+pub(super) const VALUES_PER_THREAD: u32 = UNIT_DIMS / THREADS_PER_UNIT;
 
 fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::Leaf(v.int())
@@ -24,7 +27,12 @@ fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
 
 /// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
 /// is a real one, and the unit (head * 16 + 32-dim chunk).
-fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> (Val<u32>, Val<u32>) {
+pub(super) fn unit_of(
+    plan: &Plan,
+    pass: u32,
+    tid: Val<u32>,
+    rank: Val<u32>,
+) -> (Val<u32>, Val<u32>) {
     let first = rank * plan.units_per_cta;
     // The last CTA may own fewer units than the others.
     let count = (plan.units - first).min(plan.units_per_cta);
@@ -47,7 +55,7 @@ pub fn pull_partials(
     for pass in 0..plan.merge_passes {
         let (_, unit) = unit_of(plan, pass, tid, rank);
         let head = unit / 16;
-        let dim = (unit % 16) * 32 + slice * 4;
+        let dim = (unit % 16) * UNIT_DIMS + slice * VALUES_PER_THREAD;
         let locals: Vec<_> = buf.partials.iter().map(|p| p.at(head, dim)).collect();
         let mut parts = Vec::new();
         for part in 0..plan.partials() {

@@ -2,9 +2,11 @@
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
 //! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA
 //! stage per target (`mma/`: `tcgen05.rs`, `wgmma.rs`), the softmax (`softmax.rs`), the merge and epilogue
-//! (`merge.rs`), the shared-memory buffers (`smem.rs`), the teams of warps that work on a
+//! (`merge.rs`, with the split schedule's inbox that peers push their partials into,
+//! `inbox.rs`), the shared-memory buffers (`smem.rs`), the teams of warps that work on a
 //! tile together (`team.rs`) and the key's trace-time plan ([`plan`]).
 
+pub(super) mod inbox;
 pub(super) mod inputs;
 pub mod kernel;
 pub(super) mod merge;

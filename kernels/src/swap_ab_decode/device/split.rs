@@ -15,12 +15,15 @@
 //! 5. O[512, 2H] = KV^T . [P_hi | P_lo], meanwhile each head's column sum;
 //! 6. O = hi + lo -> fp32 partial `[H, 512]` in shared memory (over the KV tile), and this
 //!    CTA's (max, sum) per head;
-//! 7. cluster barrier; `griddepcontrol.launch_dependents`;
-//! 8. every CTA pulls its share of (head, 32-dim chunk) units from every peer's partial over
-//!    DSMEM, in fixed peer order (bitwise deterministic), with every peer's statistics;
+//! 7. with 16 heads a CTA, every CTA pushes each peer's share of (head, 32-dim chunk) units
+//!    and its statistics into that peer's inbox with `st.async` (`inbox.rs`); with 32 (no
+//!    room for an inbox) a cluster barrier; `griddepcontrol.launch_dependents`;
+//! 8. every CTA takes its share of units from every peer's partial, from its inbox once
+//!    its mbarrier has seen every peer's bytes or over DSMEM, in fixed peer order (bitwise
+//!    deterministic), with every peer's statistics;
 //! 9. merge with the attention sink, inverse RoPE, MXFP8 cast, o-fused store;
-//! 10. split cluster barrier so no CTA exits while a peer may read its shared memory; free
-//!     TMEM.
+//! 10. split cluster barrier so no CTA exits while a peer may read or store into its
+//!     shared memory; free TMEM.
 
 use dsl_core::arch::memory::store;
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
@@ -28,6 +31,7 @@ use dsl_core::arch::thread::cluster_cta_rank;
 use dsl_core::trace::{Pred, Tensor, Val, stage};
 use dsl_macros::device;
 
+use super::inbox::Inbox;
 use super::inputs::{stage_inputs, zero_stale_rows};
 use super::kernel::{Ctx, merge_stages, score_tile, sum_columns};
 use super::merge::load_sinks;
@@ -43,6 +47,7 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
 
     stage("1-2: loads, Q RoPE, KV dequant into shared memory");
+    let inbox = Inbox::allocate_if_it_fits(plan, tid, rank);
     let sinks = load_sinks(plan, (tid, rank), ctx.params.sink, &query.heads);
     let mut tile_live = Pred::constant(false);
     let swa_rows = SWA_ROWS as u32;
@@ -88,6 +93,6 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
         buf.zero_partial(plan, team);
     }
 
-    merge_stages(ctx, (rank, &sinks), precast, || (), |()| ());
+    merge_stages(ctx, (rank, &sinks, inbox.as_ref()), precast, || (), |()| ());
     mma.release(ctx.warp);
 }

@@ -302,7 +302,7 @@ pub(super) fn run(
         let next = token + grid_dim_y();
         inputs = merge_stages(
             &ctx,
-            (merge_rank, &sinks),
+            (merge_rank, &sinks, None),
             precast,
             || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
             |loads| first_tiles.stage(&ctx, loads, || next.lt(tokens)),
