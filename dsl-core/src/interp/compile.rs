@@ -605,6 +605,15 @@ impl Compiler<'_> {
         }
     }
 
+    /// The slots of a store's 1, 2 or 4 values, NONE past them.
+    fn stored(&mut self, src: &[Operand]) -> [Slot; 4] {
+        let mut s = [NONE; 4];
+        for (i, o) in src.iter().enumerate() {
+            s[i] = self.opnd(o);
+        }
+        s
+    }
+
     fn ty(&self, r: Reg) -> Ty {
         self.kernel.reg_ty(r)
     }
@@ -971,18 +980,12 @@ impl Compiler<'_> {
             },
             CopyOp::CpAsyncCommit => Ins::CpAsyncCommit,
             CopyOp::CpAsyncWait { n } => Ins::CpAsyncWait { n: *n },
-            CopyOp::StoreAsync { dst, src, bar } => {
-                let mut s = [NONE; 4];
-                for (i, o) in src.iter().enumerate() {
-                    s[i] = self.opnd(o);
-                }
-                Ins::StoreAsync {
-                    dst: self.opnd(dst),
-                    n: src.len() as u32,
-                    s,
-                    bar: self.opnd(bar),
-                }
-            }
+            CopyOp::StoreAsync { dst, src, bar } => Ins::StoreAsync {
+                dst: self.opnd(dst),
+                n: src.len() as u32,
+                s: self.stored(src),
+                bar: self.opnd(bar),
+            },
             CopyOp::BulkLoad {
                 dst,
                 src,
@@ -1235,22 +1238,15 @@ impl Compiler<'_> {
                 addr,
                 offset,
                 pred,
-            } => {
-                let n = src.len() as u32;
-                let mut s = [NONE; 4];
-                for (i, o) in src.iter().enumerate() {
-                    s[i] = self.opnd(o);
-                }
-                Ins::St {
-                    space: *space,
-                    ty: *ty,
-                    n,
-                    s,
-                    addr: self.opnd(addr),
-                    offset: *offset,
-                    pred: pred.map_or(NONE, |p| self.reg(p)),
-                }
-            }
+            } => Ins::St {
+                space: *space,
+                ty: *ty,
+                n: src.len() as u32,
+                s: self.stored(src),
+                addr: self.opnd(addr),
+                offset: *offset,
+                pred: pred.map_or(NONE, |p| self.reg(p)),
+            },
         })
     }
 }

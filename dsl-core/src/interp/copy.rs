@@ -264,6 +264,31 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// The CTA and shared::cta address that the shared::cluster destination `d` of lane
+    /// `lane`'s `len`-byte copy (`what`) names, or a fault if no CTA of the cluster has that
+    /// rank.
+    fn copy_destination(
+        &self,
+        cl: &Cluster,
+        w: &Warp,
+        lane: usize,
+        d: u32,
+        len: usize,
+        what: &str,
+    ) -> Result<(usize, u64), InterpError> {
+        let ncta = cl.ctas.len();
+        resolve_cluster(w.cta, ncta, d).ok_or_else(|| {
+            self.mem_fault(
+                w,
+                lane,
+                d as u64,
+                len,
+                what,
+                format!("the address names a rank outside the cluster of {ncta}"),
+            )
+        })
+    }
+
     /// A landing record for a copy issued by `lane` that completes on phase `phase` of the
     /// mbarrier at `off` of CTA `c` (None when the async-proxy check is off).
     fn phase_landing(
@@ -303,19 +328,7 @@ impl Machine<'_> {
             self.mem
                 .read_global(s, &mut data)
                 .expect("bulk_range has checked the range");
-            let Some((c, a)) = resolve_cluster(w.cta, cl.ctas.len(), d) else {
-                return Err(self.mem_fault(
-                    w,
-                    l,
-                    d as u64,
-                    n as usize,
-                    "bulk copy destination",
-                    format!(
-                        "the address names a rank outside the cluster of {}",
-                        cl.ctas.len()
-                    ),
-                ));
-            };
+            let (c, a) = self.copy_destination(cl, w, l, d, n as usize, "bulk copy destination")?;
             self.check_copy_alignment(w, l, a, MapSwizzle::None, "bulk copy destination")?;
             let off = self.copy_mbar(cl, w, l, reg(&w.regs, bar, l) as u32, c)?;
             let landing = self.phase_landing(cl, w, l, c, off);
@@ -338,19 +351,7 @@ impl Machine<'_> {
         let bytes = 4 * src.len();
         for l in lanes_of(w.active) {
             let d = reg(&w.regs, dst, l) as u32;
-            let Some((c, a)) = resolve_cluster(w.cta, cl.ctas.len(), d) else {
-                return Err(self.mem_fault(
-                    w,
-                    l,
-                    d as u64,
-                    bytes,
-                    "st.async destination",
-                    format!(
-                        "the address names a rank outside the cluster of {}",
-                        cl.ctas.len()
-                    ),
-                ));
-            };
+            let (c, a) = self.copy_destination(cl, w, l, d, bytes, "st.async destination")?;
             if a % bytes as u64 != 0 {
                 return Err(self.misaligned(w, l, a, bytes, "st.async destination"));
             }
@@ -427,16 +428,8 @@ impl Machine<'_> {
             // Destination CTAs with the shared::cta address of the box and the mbarrier.
             let mut targets = Vec::new();
             if mask == NONE {
-                let Some((c, a)) = resolve_cluster(w.cta, ncta, d) else {
-                    return Err(self.mem_fault(
-                        w,
-                        l,
-                        d as u64,
-                        desc.box_bytes() as usize,
-                        "TMA load destination",
-                        format!("the address names a rank outside the cluster of {ncta}"),
-                    ));
-                };
+                let bytes = desc.box_bytes() as usize;
+                let (c, a) = self.copy_destination(cl, w, l, d, bytes, "TMA load destination")?;
                 targets.push((c, a, self.copy_mbar(cl, w, l, b, c)?));
             } else {
                 let m = reg(&w.regs, mask, l) as u16 as u32;

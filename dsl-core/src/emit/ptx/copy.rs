@@ -1,7 +1,7 @@
 //! Asynchronous copies: `cp.async`, 1-D bulk and TMA tensor copies, and their groups.
 
 use super::Printer;
-use super::ops::address;
+use super::ops::{address, regs_list, vector};
 use crate::ir::{BulkWait, CopyOp, Operand, Reg, Ty};
 
 pub(super) fn copy(p: &mut Printer, op: &CopyOp) {
@@ -78,16 +78,11 @@ pub(super) fn copy(p: &mut Printer, op: &CopyOp) {
         ),
         CopyOp::StoreAsync { dst, src, bar } => {
             let values: Vec<String> = src.iter().map(|v| p.operand(*v, Ty::U32)).collect();
-            let (shape, values) = match values.len() {
-                1 => ("", values[0].clone()),
-                n => (
-                    if n == 2 { ".v2" } else { ".v4" },
-                    format!("{{{}}}", values.join(", ")),
-                ),
-            };
             format!(
-                "st.async.shared::cluster.mbarrier::complete_tx::bytes{shape}.b32 {}, {values}, {};",
+                "st.async.shared::cluster.mbarrier::complete_tx::bytes{}.b32 {}, {}, {};",
+                vector(values.len()),
                 address(p, dst, 0),
+                regs_list(&values),
                 address(p, bar, 0)
             )
         }

@@ -301,7 +301,7 @@ fn space(s: Space) -> &'static str {
     }
 }
 
-fn vector(n: usize) -> &'static str {
+pub(super) fn vector(n: usize) -> &'static str {
     match n {
         1 => "",
         2 => ".v2",
@@ -326,7 +326,7 @@ fn guard(p: &Printer, pred: &Option<crate::ir::Reg>) -> String {
     pred.map(|r| format!("@{} ", p.reg(r))).unwrap_or_default()
 }
 
-fn regs_list(regs: &[String]) -> String {
+pub(super) fn regs_list(regs: &[String]) -> String {
     if regs.len() == 1 {
         regs[0].clone()
     } else {

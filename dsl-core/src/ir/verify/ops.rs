@@ -266,6 +266,16 @@ impl Cx<'_> {
         }
     }
 
+    /// A store's values: 1, 2 or 4, each register one a `ty` access moves.
+    fn stored_values(&mut self, src: &[Operand], ty: AccessTy) {
+        self.rule(rules::vector_width(src.len()));
+        for s in src {
+            if let Operand::Reg(r) = s {
+                self.access_reg(*r, ty, "a source");
+            }
+        }
+    }
+
     fn address(&mut self, space: Space, addr: &Operand) {
         match space {
             Space::Global => self.gmem(addr, "the address"),
@@ -352,12 +362,7 @@ impl Cx<'_> {
                 pred,
                 ..
             } => {
-                self.rule(rules::vector_width(src.len()));
-                for s in src {
-                    if let Operand::Reg(r) = s {
-                        self.access_reg(*r, *ty, "a source");
-                    }
-                }
+                self.stored_values(src, *ty);
                 self.address(*space, addr);
                 if let Some(p) = pred {
                     self.reg_ty(*p, Ty::Pred, "the predicate");
@@ -429,12 +434,7 @@ impl Cx<'_> {
                 self.smem(bar, "the mbarrier");
             }
             CopyOp::StoreAsync { dst, src, bar } => {
-                self.rule(rules::vector_width(src.len()));
-                for s in src {
-                    if let Operand::Reg(r) = s {
-                        self.access_reg(*r, AccessTy::B32, "a source");
-                    }
-                }
+                self.stored_values(src, AccessTy::B32);
                 self.smem(dst, "the destination");
                 self.smem(bar, "the mbarrier");
             }

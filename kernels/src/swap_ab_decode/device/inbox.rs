@@ -31,7 +31,7 @@ use dsl_core::arch::memory::{load, load_vec};
 use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_bytes_free, smem_tile};
 use dsl_macros::device;
 
-use super::merge::{UNIT_DIMS, VALUES_PER_THREAD, unit_of};
+use super::merge::{UNIT_DIMS, VALUES_PER_THREAD, first_unit, owned_units, unit_cell, unit_of};
 use super::plan::{Plan, THREADS_PER_UNIT};
 use super::smem::{Buffers, plain};
 use crate::swap_ab_decode::THREADS;
@@ -72,8 +72,7 @@ impl Inbox {
     /// The bytes CTA `rank` receives: its units from every CTA (itself too), and every
     /// other CTA's statistics.
     fn bytes_for(plan: &Plan, rank: Val<u32>) -> Val<u32> {
-        let first = rank * plan.units_per_cta;
-        let units = (plan.units - first).min(plan.units_per_cta);
+        let (_, units) = owned_units(plan, rank);
         let stats = (plan.cluster - 1) * Inbox::stats_per_cta(plan) * 4;
         units * (plan.cluster * UNIT_DIMS * 4) + stats
     }
@@ -95,10 +94,7 @@ impl Inbox {
             if piece < pieces {
                 let unit = piece / THREADS_PER_UNIT;
                 let slice = piece % THREADS_PER_UNIT;
-                let (head, dim) = (
-                    unit / 16,
-                    (unit % 16) * UNIT_DIMS + slice * VALUES_PER_THREAD,
-                );
+                let (head, dim) = unit_cell(unit, slice);
                 let values = load_vec::<f32, 4, _>(buf.partial().at(head, dim));
                 let owner = unit / plan.units_per_cta;
                 let index = unit - owner * plan.units_per_cta;
@@ -131,7 +127,7 @@ impl Inbox {
     pub fn receive(&self, plan: &Plan, tid: Val<u32>, rank: Val<u32>) -> Vec<Vec<[Val<f32>; 4]>> {
         self.full.wait_cluster(0u32);
         let slice = tid % THREADS_PER_UNIT;
-        let first = rank * plan.units_per_cta;
+        let first = first_unit(plan, rank);
         (0..plan.merge_passes)
             .map(|pass| {
                 let (_, unit) = unit_of(plan, pass, tid, rank);

@@ -13,7 +13,7 @@ use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
 use crate::formats::{e4m3, mxfp8};
 use crate::swap_ab_decode::output::{self, SCALE_WORD_BYTES};
-use crate::swap_ab_decode::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
+use crate::swap_ab_decode::{HEAD_DIM, LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 
 /// Dims of an output unit: one MXFP8 block of a head.
 pub(super) const UNIT_DIMS: u32 = mxfp8::BLOCK as u32;
@@ -25,6 +25,29 @@ fn leaf(v: impl Index) -> IntTuple<Val<u32>> {
     IntTuple::Leaf(v.int())
 }
 
+/// The first output unit CTA `rank` owns.
+pub(super) fn first_unit(plan: &Plan, rank: Val<u32>) -> Val<u32> {
+    rank * plan.units_per_cta
+}
+
+/// The output units CTA `rank` owns: the first, and how many (the last CTA may own fewer
+/// than the others).
+pub(super) fn owned_units(plan: &Plan, rank: Val<u32>) -> (Val<u32>, Val<u32>) {
+    let first = first_unit(plan, rank);
+    (first, (plan.units - first).min(plan.units_per_cta))
+}
+
+/// Where the slice `slice` of unit `unit` (head * 16 + 32-dim chunk) starts in a partial:
+/// its head and first dim.
+pub(super) fn unit_cell(unit: Val<u32>, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
+    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
+    let head = unit / chunks;
+    (
+        head,
+        (unit % chunks) * UNIT_DIMS + slice * VALUES_PER_THREAD,
+    )
+}
+
 /// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
 /// is a real one, and the unit (head * 16 + 32-dim chunk).
 pub(super) fn unit_of(
@@ -33,9 +56,7 @@ pub(super) fn unit_of(
     tid: Val<u32>,
     rank: Val<u32>,
 ) -> (Val<u32>, Val<u32>) {
-    let first = rank * plan.units_per_cta;
-    // The last CTA may own fewer units than the others.
-    let count = (plan.units - first).min(plan.units_per_cta);
+    let (first, count) = owned_units(plan, rank);
     let index = tid / THREADS_PER_UNIT + pass * (THREADS as u32 / THREADS_PER_UNIT);
     let unit = first + index.min(count - 1);
     (index, unit)
@@ -54,8 +75,7 @@ pub fn pull_partials(
     let mut pulls = Vec::new();
     for pass in 0..plan.merge_passes {
         let (_, unit) = unit_of(plan, pass, tid, rank);
-        let head = unit / 16;
-        let dim = (unit % 16) * UNIT_DIMS + slice * VALUES_PER_THREAD;
+        let (head, dim) = unit_cell(unit, slice);
         let locals: Vec<_> = buf.partials.iter().map(|p| p.at(head, dim)).collect();
         let mut parts = Vec::new();
         for part in 0..plan.partials() {
@@ -153,8 +173,7 @@ impl<'a> MergeAndStore<'a> {
         let out_scale = output::scale_view(&tensors.out_scale);
         let precast = tensors.precast.as_ref().map(output::precast_view);
         let slice = tid % THREADS_PER_UNIT;
-        let first = rank * plan.units_per_cta;
-        let count = (plan.units - first).min(plan.units_per_cta);
+        let (_, count) = owned_units(plan, rank);
         MergeAndStore {
             plan,
             buf,
