@@ -221,7 +221,7 @@ pub(super) fn merge_stages<T, U>(
 
     stage("8: this CTA's units from every peer, in fixed peer order");
     let pulls = match inbox {
-        Some(inbox) => inbox.receive(plan, tid, rank),
+        Some(inbox) => inbox.receive(plan, buf, tid, rank),
         None => {
             let pulls = pull_partials(plan, buf, tid, rank);
             if peers {

@@ -19,8 +19,8 @@
 //!    and its statistics into that peer's inbox with `st.async` (`inbox.rs`); with 32 (no
 //!    room for an inbox) a cluster barrier; `griddepcontrol.launch_dependents`;
 //! 8. every CTA takes its share of units from every peer's partial, from its inbox once
-//!    its mbarrier has seen every peer's bytes or over DSMEM, in fixed peer order (bitwise
-//!    deterministic), with every peer's statistics;
+//!    its mbarrier has seen every peer's bytes (its own from its partial) or over DSMEM, in
+//!    fixed peer order (bitwise deterministic), with every peer's statistics;
 //! 9. merge with the attention sink, inverse RoPE, MXFP8 cast, o-fused store;
 //! 10. split cluster barrier so no CTA exits while a peer may read or store into its
 //!     shared memory; free TMEM.

@@ -5,7 +5,7 @@
 use dsl_core::arch::copy::bulk_load;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{LoadOpts, load_vec_if};
-use dsl_core::layout::IntTuple;
+use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, Swizzle};
 use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_bytes_free, smem_tile};
 use dsl_macros::device;
 
@@ -13,7 +13,7 @@ use super::inputs::{
     Gathered, KvList, RowMap, Slot, leaf, names_a_record, record_chunk, record_of, staged_slot_id,
 };
 use super::plan::Plan;
-use super::smem::plain;
+use super::smem::{checked, plain};
 use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::FP8_RECORD;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
@@ -26,36 +26,56 @@ pub struct RawRows {
     rows: u32,
 }
 
-impl RawRows {
-    /// Team `team`'s stage and its barrier (initialised by the CTA's thread 0; a barrier
-    /// must follow), or none if the shared memory left does not hold a whole tile
-    /// (sm_100a, whose streamed partial has its own buffer).
-    #[track_caller]
-    pub fn allocate_if_it_fits(plan: &Plan, team: u32, tid: Val<u32>) -> Option<RawRows> {
-        // The records (16-byte aligned), then the 8-byte barrier, in 16-byte steps.
-        let bytes = plan.kv_rows * FP8_RECORD as u32 + 16;
-        (smem_bytes_free(16) >= bytes).then(|| RawRows::allocate(plan.kv_rows, team, tid))
-    }
+/// Every team's stage, one buffer: team t's rows from row `t kv_rows`. Its barriers lie
+/// after it, so that once the tiles are done the whole buffer is free for other data (the
+/// streamed cluster's merge inbox, `inbox.rs`).
+pub struct Stages {
+    pub all: SmemTile,
+    pub teams: Vec<RawRows>,
+}
 
+impl Stages {
+    /// The stages of the plan's teams and their barriers (initialised by the CTA's thread
+    /// 0; a barrier must follow), or none if the shared memory left does not hold them
+    /// (sm_100a, whose streamed partial has its own buffer; the 32-head CTA).
     #[device]
-    fn allocate(rows: u32, team: u32, tid: Val<u32>) -> RawRows {
+    pub fn allocate_if_they_fit(plan: &Plan, tid: Val<u32>) -> Option<Stages> {
+        let rows = plan.kv_rows;
         let words = FP8_RECORD as i64 / 4;
-        let records = smem_tile(
-            &buffer_name("raw_records", team),
-            plain(&[i64::from(rows), words], 4),
+        // The records (16-byte aligned), then an 8-byte barrier a team, in 16-byte steps.
+        let bytes = plan.teams * (rows * FP8_RECORD as u32 + 16);
+        if smem_bytes_free(16) < bytes {
+            return None;
+        }
+        let all = smem_tile(
+            "raw_records",
+            plain(&[i64::from(plan.teams * rows), words], 4),
         );
-        let full = Mbarrier::at(smem_alloc(&buffer_name("raw_full", team), 8, 8).addr());
-        if tid == 0 {
-            full.init(rows);
-            init_fence();
-        }
-        RawRows {
-            records,
-            full,
-            rows,
-        }
+        let teams = (0..plan.teams)
+            .map(|team| {
+                let first = i64::from(team * rows) * FP8_RECORD as i64;
+                let layout = Layout::row_major(&[Int::Static(i64::from(rows)), Int::Static(words)]);
+                let records = all.view(checked(
+                    "stage",
+                    ComposedLayout::new(Swizzle::NONE, first, layout, 4),
+                ));
+                let full = Mbarrier::at(smem_alloc(&buffer_name("raw_full", team), 8, 8).addr());
+                if tid == 0 {
+                    full.init(rows);
+                    init_fence();
+                }
+                RawRows {
+                    records,
+                    full,
+                    rows,
+                }
+            })
+            .collect();
+        Some(Stages { all, teams })
     }
+}
 
+impl RawRows {
     /// The lanes of the team's second half of warps (which issue no S MMA) copy a row each,
     /// 16 lanes a warp: lane l of the half's warp w the record of row `row0 + 16 w + l`, or
     /// they arrive with nothing to copy (an invalid slot); a warp issues its lanes' copies

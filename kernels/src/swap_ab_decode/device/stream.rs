@@ -39,8 +39,10 @@
 //! 6. after the last tile: the running O^T into the partial `[16, 512]` (sm_90a, from the
 //!    accumulator registers); in a cluster, the running statistics into this CTA's entry;
 //! 7. (to 10) the split schedule's merge (`kernel::merge_stages`): with C = 1 a merge with
-//!    one peer, itself, behind plain barriers; with C > 1 over distributed shared memory
-//!    behind cluster barriers, each CTA merging and storing its share of the output units.
+//!    one peer, itself, behind plain barriers; with C > 1 each CTA merging and storing its
+//!    share of the output units, which its peers push into its inbox over its record
+//!    stages (`inbox.rs`) once its tiles are done, or, where there is no stage (sm_100a,
+//!    the 32-head CTA), it pulls over distributed shared memory behind cluster barriers.
 //!    Beside it, the CTA's next token's stage 1: its global reads once the partials are
 //!    final, its slot ids staged and its first records in flight halfway through the
 //!    merge passes.
@@ -205,6 +207,7 @@ use dsl_core::trace::Carry;
 use dsl_core::trace::{Pred, SmemTile, Tensor, Val, dyn_range, smem_tile, stage};
 use dsl_macros::{Carry, device};
 
+use super::inbox::Inbox;
 use super::inputs::{
     Fp8Dequant, Gathered, KvList, RowMap, Slot, gather, gather_chunk, load_staged_slot, store_tile,
 };
@@ -215,7 +218,7 @@ use super::plan::Plan;
 use super::prefetch::{StagedList, TokenInputs, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
-use super::stage::RawRows;
+use super::stage::{RawRows, Stages};
 use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::ExtraRecord;
 
@@ -246,13 +249,17 @@ pub(super) fn run(
     // H200 than the stage (for both lists or for the SWA list alone): their loads are half
     // the bytes. Two teams have no registers to spare for a tile ahead.
     let stage_records = ctx.extra.record == ExtraRecord::Fp8 || plan.teams > 1;
-    let raws: Vec<Option<RawRows>> = (0..plan.teams)
-        .map(|t| {
-            stage_records
-                .then(|| RawRows::allocate_if_it_fits(plan, t, tid))
-                .flatten()
-        })
-        .collect();
+    let stages = stage_records
+        .then(|| Stages::allocate_if_they_fit(plan, tid))
+        .flatten();
+    // A cluster's CTA takes one token (its grid): its inbox is armed once.
+    let inbox = rank
+        .zip(stages.as_ref())
+        .and_then(|(rank, stages)| Inbox::over_stages(plan, tid, rank, &stages.all));
+    let raws: Vec<Option<RawRows>> = match stages {
+        Some(stages) => stages.teams.into_iter().map(Some).collect(),
+        None => (0..plan.teams).map(|_| None).collect(),
+    };
     let first_tiles = FirstTiles {
         lists: &lists,
         raws: &raws,
@@ -302,7 +309,7 @@ pub(super) fn run(
         let next = token + grid_dim_y();
         inputs = merge_stages(
             &ctx,
-            (merge_rank, &sinks, None),
+            (merge_rank, &sinks, inbox.as_ref()),
             precast,
             || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
             |loads| first_tiles.stage(&ctx, loads, || next.lt(tokens)),
