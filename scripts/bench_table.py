@@ -33,8 +33,8 @@ def ratio(base, us):
     return f"{base / us:.1f}x" if base else "-"
 
 
-SCHEDULES = ["split", "split64", "stream", "stream2", "stream3", "stream4",
-             "streamh32", "stream2h32", "stream3h32", "stream4h32"]
+SCHEDULES = ["split", "split64", "splith16", "split64h16", "stream", "stream2", "stream3",
+             "stream4", "streamh32", "stream2h32", "stream3h32", "stream4h32"]
 
 
 def median(row):

@@ -452,12 +452,12 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
     eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
 }
 
-/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): eight
+/// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): ten
 /// keys (split: 16 heads fp8 in full and in half tiles, 32 heads NVFP4 with NE 1024, the
-/// one-CTA cluster; streamed: 16 heads fp8 by one CTA and by a cluster of two, SWA only,
-/// NVFP4 by one CTA) on
-/// the edge cases that stress bounds (ids past the end, invalid ids, padded heads and cache
-/// blocks) plus a 3-token generated case each, with persistent grids of two CTAs.
+/// one-CTA cluster, 32 heads fp8 in half tiles as two clusters of 16 heads; streamed: 16
+/// heads fp8 by one CTA and by a cluster of two, SWA only, NVFP4 by one CTA, the 32-head
+/// CTA) on the edge cases that stress bounds (ids past the end, invalid ids, padded heads
+/// and cache blocks) plus a 3-token generated case each, with persistent grids of two CTAs.
 #[test]
 fn gpu_decode_sanitizer_batch() {
     let Some(dev) = gpu(Target::Sm90a) else {
@@ -481,15 +481,16 @@ fn gpu_decode_sanitizer_batch() {
                 "h16_nk64_ne0",
                 "h16_nk128_ne512_nvfp4_p64x64_stream_",
                 "h32_nk128_ne512_nvfp4_p64x64_streamh32_",
+                "h32_nk128_ne512_fp8_p64x64_split64h16_",
             ]
             .iter()
             .any(|n| name.starts_with(n))
         })
         .collect();
-    // Split: the four; streamed: the 16-head fp8 ones (1 and 2 CTAs), the SWA-only one, the
-    // NVFP4 one (two teams staging both record formats) and the 32-head CTA (one team, its
-    // records in registers).
-    assert_eq!(keys.len(), 9);
+    // Split: the four and 32 heads in two clusters of 16; streamed: the 16-head fp8 ones (1
+    // and 2 CTAs), the SWA-only one, the NVFP4 one (two teams staging both record formats)
+    // and the 32-head CTA (one team, its records in registers).
+    assert_eq!(keys.len(), 10);
     let mut cases = Vec::new();
     for key in keys {
         cases.extend(

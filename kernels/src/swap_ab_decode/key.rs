@@ -45,11 +45,13 @@ impl ExtraRecord {
 /// How a token's KV tiles are spread over CTAs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Schedule {
-    /// A cluster of C CTAs per token and group of up to 32 heads, one KV tile each (64 SWA
-    /// rows, or `extra_rows` compressed rows: 128, or 64 for twice the CTAs with half the
-    /// rows each), merged over distributed shared memory: the shortest chain per token, for
-    /// steps with too few tokens to fill the GPU.
-    Split { extra_rows: usize },
+    /// A cluster of C CTAs per token and group of up to `cta_heads` heads (32, or 16 for
+    /// keys of 32 heads and more), one KV tile each (64 SWA rows, or `extra_rows` compressed
+    /// rows: 128, or 64 for twice the CTAs with half the rows each), merged over distributed
+    /// shared memory: the shortest chain per token, for steps with too few tokens to fill
+    /// the GPU. Groups of 16 heads give a token twice the clusters, each with half the MMA
+    /// columns, a 16-head partial and an inbox that fits ([`Schedule::SPLIT_16_HEADS`]).
+    Split { extra_rows: usize, cta_heads: usize },
     /// A cluster of `ctas` CTAs per token and group of `cta_heads` heads (16, or 32 on
     /// sm_90a): each streams every `ctas`-th of the token's 128-row tiles (on sm_90a with 16
     /// heads, two teams of warps a CTA each stream 64-row tiles) through a software pipeline
@@ -64,7 +66,36 @@ pub enum Schedule {
 
 impl Schedule {
     /// Split with 128-row compressed tiles.
-    pub const SPLIT: Schedule = Schedule::Split { extra_rows: TILE };
+    pub const SPLIT: Schedule = Schedule::Split {
+        extra_rows: TILE,
+        cta_heads: MAX_HEADS_PER_CLUSTER,
+    };
+    /// Split with 64-row compressed tiles.
+    pub const SPLIT_HALF_TILES: Schedule = Schedule::Split {
+        extra_rows: SWA_ROWS,
+        cta_heads: MAX_HEADS_PER_CLUSTER,
+    };
+    /// Split with 128-row compressed tiles, a cluster for every 16 heads (keys of 32 heads
+    /// and more): a 32-head CTA's partial (64 KiB) leaves no room for the merge's inbox, so
+    /// its cluster pulls the peers' units after a releasing cluster barrier, and its MMAs
+    /// and softmax take twice the columns on the token's one dependent chain. Two clusters
+    /// of 16 heads run that chain side by side, each dequantising the token's records (the
+    /// second mostly from L2), where the SMs would otherwise idle.
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::{CompileKey, KeyError, Schedule};
+    ///
+    /// let key: CompileKey = "h32_nk128_ne512_fp8_p64x64_split64h16_sm90a".parse()?;
+    /// assert_eq!(key.head_groups(), 2);
+    /// // 16 heads are one group of 16 already: that is `split64`.
+    /// let small = CompileKey { heads: 16, ..key };
+    /// assert!(matches!(small.validate(), Err(KeyError::SplitHeads { .. })));
+    /// # Ok::<(), KeyError>(())
+    /// ```
+    pub const SPLIT_16_HEADS: Schedule = Schedule::Split {
+        extra_rows: TILE,
+        cta_heads: MIN_MMA_HEADS,
+    };
     /// One CTA streams all of a token's tiles: no cluster, no merge over peers.
     pub const STREAMED: Schedule = Schedule::Streamed {
         ctas: 1,
@@ -96,12 +127,27 @@ impl Schedule {
         }
     }
 
-    /// `split`, `split64`, `stream` or `stream<ctas>` (2 and more), with `h32` after it
-    /// for 32 heads a CTA (`streamh32`, `stream2h32`), as in key names.
+    /// `split` or `split64`, with `h16` after it for 16 heads a cluster (`splith16`,
+    /// `split64h16`); `stream` or `stream<ctas>` (2 and more), with `h32` after it for 32
+    /// heads a CTA (`streamh32`, `stream2h32`), as in key names.
     pub fn short_name(self) -> String {
         match self {
-            Schedule::SPLIT => "split".to_string(),
-            Schedule::Split { extra_rows } => format!("split{extra_rows}"),
+            Schedule::Split {
+                extra_rows,
+                cta_heads,
+            } => {
+                let rows = if extra_rows == TILE {
+                    String::new()
+                } else {
+                    extra_rows.to_string()
+                };
+                let heads = if cta_heads == MAX_HEADS_PER_CLUSTER {
+                    String::new()
+                } else {
+                    format!("h{cta_heads}")
+                };
+                format!("split{rows}{heads}")
+            }
             Schedule::Streamed { ctas, cta_heads } => {
                 let ctas = if ctas == 1 {
                     String::new()
@@ -118,20 +164,28 @@ impl Schedule {
         }
     }
 
-    /// The schedule a [`Schedule::short_name`] names (`split`, `split64`, `stream`,
-    /// `stream2`, ..., `streamh32`, `stream2h32`, ...).
+    /// The schedule a [`Schedule::short_name`] names (`split`, `split64`, `splith16`,
+    /// `split64h16`, `stream`, `stream2`, ..., `streamh32`, `stream2h32`, ...).
     pub fn from_short_name(name: &str) -> Option<Schedule> {
         let count = |n: &str| match n {
             "" => None,
             n if !n.starts_with('0') => n.parse().ok(),
             _ => None,
         };
-        if let Some(rows) = name.strip_prefix("split") {
-            return Some(match rows {
-                "" => Schedule::SPLIT,
-                rows => Schedule::Split {
-                    extra_rows: count(rows).filter(|r| *r != TILE)?,
-                },
+        if let Some(split) = name.strip_prefix("split") {
+            let (rows, cta_heads) = match split.split_once('h') {
+                Some((rows, heads)) => {
+                    (rows, count(heads).filter(|h| *h != MAX_HEADS_PER_CLUSTER)?)
+                }
+                None => (split, MAX_HEADS_PER_CLUSTER),
+            };
+            let extra_rows = match rows {
+                "" => TILE,
+                rows => count(rows).filter(|r| *r != TILE)?,
+            };
+            return Some(Schedule::Split {
+                extra_rows,
+                cta_heads,
             });
         }
         let streamed = name.strip_prefix("stream")?;
@@ -148,13 +202,17 @@ impl Schedule {
 
     /// The schedules a key may take (each key validates some of them), in the order a tie
     /// between their modelled times goes: split with 128- and with 64-row compressed
-    /// tiles, streamed by 1 to [`MAX_STREAMED_CTAS`] CTAs of 16 heads, then by one CTA of
-    /// 32 (clusters of 32-head CTAs trace and run, but no GPU has timed them).
+    /// tiles, the same with a cluster for every 16 heads, streamed by 1 to
+    /// [`MAX_STREAMED_CTAS`] CTAs of 16 heads, then by one CTA of 32 (clusters of 32-head
+    /// CTAs trace and run, but no GPU has timed them).
     pub fn candidates() -> impl Iterator<Item = Schedule> {
         [
             Schedule::SPLIT,
+            Schedule::SPLIT_HALF_TILES,
+            Schedule::SPLIT_16_HEADS,
             Schedule::Split {
                 extra_rows: SWA_ROWS,
+                cta_heads: MIN_MMA_HEADS,
             },
         ]
         .into_iter()
@@ -199,7 +257,7 @@ pub enum KeyError {
     #[error("live heads must be 8, 16, 32, 64 or 128, got {heads}")]
     Heads { heads: usize },
     #[error(
-        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<CTAs> (none: split), the last two with h32 after them for 32 heads a CTA (sm90a), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
+        "`{name}` is not a compile key name: expected h<heads>_nk<NK>_ne<NE>_<fp8|nvfp4>_p<swa page>x<extra page>[_<schedule>]_<sm90a|sm100a>, the schedule split64, stream or stream<CTAs> (none: split), split ones with h16 after them for 16 heads a cluster, streamed ones with h32 for 32 heads a CTA (sm90a), e.g. h16_nk128_ne512_fp8_p64x64_sm100a or h16_nk128_ne512_fp8_p64x64_stream_sm100a"
     )]
     Name { name: String },
     #[error(
@@ -226,6 +284,12 @@ pub enum KeyError {
     StreamedCtas { ctas: usize, tiles: usize },
     #[error("split compressed tiles have 64 or 128 rows, got {rows}")]
     SplitRows { rows: usize },
+    #[error(
+        "a split cluster takes 32 heads, or 16 where the key has 32 or more; got {cta_heads} \
+         heads a cluster for {heads} heads: use `split` or `split64` (up to 32 heads a \
+         cluster)"
+    )]
+    SplitHeads { cta_heads: usize, heads: usize },
     #[error(
         "a streamed CTA takes 16 heads, or 32 on sm_90a where the key has 32 or more; got \
          {cta_heads} heads a CTA for {heads} heads on {target}: use `stream` (16 heads a CTA)"
@@ -264,9 +328,21 @@ impl CompileKey {
                 tiles,
             });
         }
-        if let Schedule::Split { extra_rows } = self.schedule {
+        if let Schedule::Split {
+            extra_rows,
+            cta_heads,
+        } = self.schedule
+        {
             if extra_rows != SWA_ROWS && extra_rows != TILE {
                 return Err(KeyError::SplitRows { rows: extra_rows });
+            }
+            // With fewer than 32 heads a cluster of 16 is the default split's kernel.
+            let narrow_ok = cta_heads == MIN_MMA_HEADS && self.heads >= MAX_HEADS_PER_CLUSTER;
+            if cta_heads != MAX_HEADS_PER_CLUSTER && !narrow_ok {
+                return Err(KeyError::SplitHeads {
+                    cta_heads,
+                    heads: self.heads,
+                });
             }
         }
         if let Schedule::Streamed { ctas, cta_heads } = self.schedule {
@@ -308,7 +384,7 @@ impl CompileKey {
     /// Rows of a compressed tile: the split schedule's `extra_rows`, 128 streamed.
     pub fn extra_tile_rows(&self) -> usize {
         match self.schedule {
-            Schedule::Split { extra_rows } => extra_rows,
+            Schedule::Split { extra_rows, .. } => extra_rows,
             Schedule::Streamed { .. } => TILE,
         }
     }
@@ -331,8 +407,8 @@ impl CompileKey {
         }
     }
 
-    /// Groups of heads that get a cluster each (the grid's z): groups of 32 heads split
-    /// (64 and 128 heads), of the schedule's 16 or 32 streamed; fewer heads are one group.
+    /// Groups of heads that get a cluster each (the grid's z): groups of the schedule's 32
+    /// or 16 heads split, 16 or 32 streamed; fewer heads are one group.
     pub fn head_groups(&self) -> usize {
         self.heads.div_ceil(self.max_heads_per_cluster())
     }
@@ -367,11 +443,10 @@ impl CompileKey {
         self.heads.min(self.max_heads_per_cluster())
     }
 
-    /// Heads one cluster takes at most: 32 split; the schedule's 16 or 32 streamed.
+    /// Heads one cluster takes at most: the schedule's 32 or 16.
     pub fn max_heads_per_cluster(&self) -> usize {
         match self.schedule {
-            Schedule::Split { .. } => MAX_HEADS_PER_CLUSTER,
-            Schedule::Streamed { cta_heads, .. } => cta_heads,
+            Schedule::Split { cta_heads, .. } | Schedule::Streamed { cta_heads, .. } => cta_heads,
         }
     }
 
@@ -445,7 +520,8 @@ impl std::str::FromStr for CompileKey {
 
 impl fmt::Display for CompileKey {
     /// A name usable in file names: `h16_nk128_ne512_fp8_p64x64_sm100a` (split),
-    /// `..._split64_...` (split into 64-row compressed tiles),
+    /// `..._split64_...` (split into 64-row compressed tiles), `..._split64h16_...` (a
+    /// cluster for every 16 heads),
     /// `h16_nk128_ne512_fp8_p64x64_stream_sm100a` (streamed by one CTA), `..._stream2_...`
     /// (by a cluster of two).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -497,7 +573,7 @@ mod tests {
             "h64_nk100_ne300_nvfp4_p64x16_stream2_sm90a"
         );
         assert_eq!(pair.to_string().parse::<CompileKey>(), Ok(pair));
-        let half = key.with_schedule(Schedule::Split { extra_rows: 64 });
+        let half = key.with_schedule(Schedule::SPLIT_HALF_TILES);
         assert_eq!(
             half.to_string(),
             "h64_nk100_ne300_nvfp4_p64x16_split64_sm90a"
@@ -514,9 +590,42 @@ mod tests {
         assert_eq!(wide.to_string().parse::<CompileKey>(), Ok(wide));
         let wide = key.with_schedule(Schedule::STREAMED_32_HEADS);
         assert_eq!(wide.to_string().parse::<CompileKey>(), Ok(wide));
+        let narrow = key.with_schedule(Schedule::SPLIT_16_HEADS);
         assert_eq!(
-            key.with_schedule(Schedule::Split { extra_rows: 32 })
-                .validate(),
+            narrow.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_splith16_sm90a"
+        );
+        assert_eq!(narrow.to_string().parse::<CompileKey>(), Ok(narrow));
+        assert_eq!(narrow.head_groups(), 4);
+        let narrow_half = key.with_schedule(Schedule::Split {
+            extra_rows: 64,
+            cta_heads: 16,
+        });
+        assert_eq!(
+            narrow_half.to_string(),
+            "h64_nk100_ne300_nvfp4_p64x16_split64h16_sm90a"
+        );
+        assert_eq!(
+            narrow_half.to_string().parse::<CompileKey>(),
+            Ok(narrow_half)
+        );
+        assert_eq!(
+            key.with_schedule(Schedule::Split {
+                extra_rows: 128,
+                cta_heads: 8
+            })
+            .validate(),
+            Err(KeyError::SplitHeads {
+                cta_heads: 8,
+                heads: 64
+            })
+        );
+        assert_eq!(
+            key.with_schedule(Schedule::Split {
+                extra_rows: 32,
+                cta_heads: 32
+            })
+            .validate(),
             Err(KeyError::SplitRows { rows: 32 })
         );
         for bad in [
@@ -526,6 +635,9 @@ mod tests {
             "strea",
             "split",
             "split128",
+            "split64h32",
+            "splith",
+            "split128h16",
             "stream1",
             "split32",
             "streamh16",

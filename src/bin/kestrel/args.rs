@@ -16,7 +16,9 @@ use kestrel::kernels::swap_ab_decode::{CompileKey, KeyError};
                   SWA and compressed list widths, the compressed record format, the two page \
                   sizes, the schedule when it is not the split one (split64, stream or \
                   stream<CTAs>, as in h16_nk128_ne512_fp8_p64x64_stream2_sm100a, with h32 \
-                  after it for 32 heads a streamed CTA on sm90a: streamh32) and the target. \
+                  after it for 32 heads a streamed CTA on sm90a: streamh32, and h16 after \
+                  split or split64 for a split cluster of 16 heads at 32 heads or more: \
+                  split64h16) and the target. \
                   `kestrel keys` lists the keys whose PTX is snapshotted.\n\n\
                   Exit codes: 0 success, 1 failure, 2 usage mistake, 3 ptxas not installed."
 )]

@@ -27,9 +27,9 @@
 //! that pushed to itself.
 //!
 //! Where the inbox lies. A split CTA's is its own buffer, armed before any peer can store
-//! into it: thread 0 initialises the mbarrier and expects the bytes, the init is fenced
-//! and published by a relaxed cluster arrive at the start of the kernel, whose wait comes
-//! just before the CTA's first push. A streamed cluster's CTA has no room for one (its two
+//! into it: thread 0 initialises the mbarrier, the init is fenced and published by a
+//! relaxed cluster arrive at the start of the kernel, whose wait comes just before the
+//! CTA's first push, where thread 0 also expects the bytes. A streamed cluster's CTA has no room for one (its two
 //! teams' buffers take 223 KiB), so its inbox lies over its teams' record stages, which
 //! are free once its tiles are done (past the last tile the copies copy nothing): armed
 //! at the start, it is offered to the peers by a relaxed cluster arrive once every thread
@@ -68,39 +68,33 @@ enum Ready {
 }
 
 impl Inbox {
-    /// The inbox of a split CTA in a cluster (`rank` its place in it), its own buffer,
-    /// armed for every peer's values and statistics and its init published by a relaxed
-    /// cluster arrive (every thread); none where the split schedule has no peers or the
-    /// shared memory left does not hold it.
+    /// The inbox of a split CTA in a cluster, its own buffer, its mbarrier's init published
+    /// by a relaxed cluster arrive (every thread); none where the split schedule has no
+    /// peers or the shared memory left does not hold it.
     #[device]
-    pub fn allocate_if_it_fits(plan: &Plan, tid: Val<u32>, rank: Val<u32>) -> Option<Inbox> {
+    pub fn allocate_if_it_fits(plan: &Plan, tid: Val<u32>) -> Option<Inbox> {
         let bytes = Inbox::values_bytes(plan) + 16;
         if plan.streamed() || plan.cluster < 2 || smem_bytes_free(16) < bytes {
             return None;
         }
         let values = smem_tile("inbox", Inbox::values_layout(plan));
-        let inbox = Inbox::arm(plan, tid, rank, values, Ready::Armed);
+        let inbox = Inbox::arm(tid, values, Ready::Armed);
         cluster_arrive_relaxed();
         Some(inbox)
     }
 
     /// The inbox of a streamed cluster's CTA over its teams' record stages `stages`, which
-    /// the CTA's shared memory has no room beside: armed at once, the peers told that they
-    /// may store into it once the CTA's tiles are done (stage 7); none where the stages do
-    /// not hold it.
+    /// the CTA's shared memory has no room beside: its mbarrier initialised at once, the
+    /// peers told that they may store into it once the CTA's tiles are done (stage 7);
+    /// none where the stages do not hold it.
     #[device]
-    pub fn over_stages(
-        plan: &Plan,
-        tid: Val<u32>,
-        rank: Val<u32>,
-        stages: &SmemTile,
-    ) -> Option<Inbox> {
+    pub fn over_stages(plan: &Plan, tid: Val<u32>, stages: &SmemTile) -> Option<Inbox> {
         let layout = Inbox::values_layout(plan);
         if plan.cluster < 2 || layout.end_bytes() > i64::from(stages.region().bytes) {
             return None;
         }
         let values = stages.view(layout);
-        Some(Inbox::arm(plan, tid, rank, values, Ready::TilesDone))
+        Some(Inbox::arm(tid, values, Ready::TilesDone))
     }
 
     fn values_layout(plan: &Plan) -> dsl_core::layout::ComposedLayout {
@@ -112,13 +106,12 @@ impl Inbox {
         plan.partials() * plan.units_per_cta * UNIT_DIMS * 4
     }
 
-    /// Thread 0 initialises the mbarrier and expects every byte the CTA receives.
+    /// Thread 0 initialises the mbarrier; it expects the bytes in [`Inbox::push`].
     #[device]
-    fn arm(plan: &Plan, tid: Val<u32>, rank: Val<u32>, values: SmemTile, ready: Ready) -> Inbox {
+    fn arm(tid: Val<u32>, values: SmemTile, ready: Ready) -> Inbox {
         let full = Mbarrier::at(smem_alloc("inbox_full", 8, 8).addr());
         if tid == 0 {
             full.init(1);
-            full.arrive_expect_tx(Inbox::bytes_for(plan, rank));
             init_fence();
         }
         Inbox {
@@ -152,6 +145,13 @@ impl Inbox {
             cluster_arrive_relaxed();
         }
         cluster_wait();
+        // Behind stage 7's barrier rather than beside the init: ptxas may make thread 0's
+        // init a warp-wide instruction, and racecheck reports an arrive right after it by
+        // the same warp as a warp-level hazard. Peers' bytes that land first take the
+        // barrier's tx-count below zero; the phase waits for this arrival all the same.
+        if tid == 0 {
+            self.full.arrive_expect_tx(Inbox::bytes_for(plan, rank));
+        }
         let pieces = plan.units * (UNIT_DIMS / VALUES_PER_THREAD);
         for (team, partial) in buf.partials.iter().enumerate() {
             let entry = rank * plan.teams + team as u32;

@@ -1,7 +1,7 @@
 //! The split schedule: grid (C, s_q, G), one cluster of C CTAs per token and group of up
 //! to 32 heads (G = 2 or 4 for 64 or 128 heads). CTA rank r < KT takes SWA rows
 //! [64 r, 64 r + 64), the others 128 compressed rows each, or 64 in a cluster of half
-//! tiles (`Schedule::Split { extra_rows: 64 }`: twice the compressed CTAs, each with half
+//! tiles (`Schedule::SPLIT_HALF_TILES`: twice the compressed CTAs, each with half
 //! the loads, dequant and O MMA of a full tile). The stages, as they appear in
 //! the PTX's stage comments:
 //!
@@ -47,7 +47,7 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     let (swa, extra, query) = (&ctx.swa, &ctx.extra, &ctx.query);
 
     stage("1-2: loads, Q RoPE, KV dequant into shared memory");
-    let inbox = Inbox::allocate_if_it_fits(plan, tid, rank);
+    let inbox = Inbox::allocate_if_it_fits(plan, tid);
     let sinks = load_sinks(plan, (tid, rank), ctx.params.sink, &query.heads);
     let mut tile_live = Pred::constant(false);
     let swa_rows = SWA_ROWS as u32;

@@ -253,9 +253,9 @@ pub(super) fn run(
         .then(|| Stages::allocate_if_they_fit(plan, tid))
         .flatten();
     // A cluster's CTA takes one token (its grid): its inbox is armed once.
-    let inbox = rank
-        .zip(stages.as_ref())
-        .and_then(|(rank, stages)| Inbox::over_stages(plan, tid, rank, &stages.all));
+    let inbox = stages
+        .as_ref()
+        .and_then(|stages| Inbox::over_stages(plan, tid, &stages.all));
     let raws: Vec<Option<RawRows>> = match stages {
         Some(stages) => stages.teams.into_iter().map(Some).collect(),
         None => (0..plan.teams).map(|_| None).collect(),

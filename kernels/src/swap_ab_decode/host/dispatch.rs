@@ -6,7 +6,7 @@ use dsl_core::Target;
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::stream::busiest_cta_tiles;
 use crate::swap_ab_decode::key::MIN_MMA_HEADS;
-use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule, TILE};
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, SWA_ROWS, Schedule, TILE};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
 /// a grid dimension, so one kernel serves every decode step).
@@ -58,7 +58,7 @@ impl std::fmt::Display for LayerShape {
 /// let one = dispatch(&shape, 1, Target::Sm90a)?;
 /// let some = dispatch(&shape, 64, Target::Sm90a)?;
 /// let many = dispatch(&shape, 512, Target::Sm90a)?;
-/// assert_eq!(one.schedule, Schedule::Split { extra_rows: 64 });
+/// assert_eq!(one.schedule, Schedule::SPLIT_HALF_TILES);
 /// assert_eq!(some.schedule, Schedule::streamed(2));
 /// assert_eq!(many.schedule, Schedule::STREAMED);
 /// assert!(warmup_keys(&shape, Target::Sm90a)?.contains(&some));
@@ -137,7 +137,7 @@ fn model_terms(key: &CompileKey, tokens: usize) -> [f64; MODEL_TERMS] {
     let rounds = ctas.div_ceil(ctas_at_once(key.target, cluster)) as f64;
     let mut terms = [0.0; MODEL_TERMS];
     match key.schedule {
-        Schedule::Split { extra_rows } => {
+        Schedule::Split { extra_rows, .. } => {
             let heads = usize::from(key.mma_heads() > MIN_MMA_HEADS);
             terms[SPLIT_CTA[usize::from(extra_rows < TILE)][heads]] = rounds;
         }
@@ -204,7 +204,7 @@ const WARMUP_TOKENS: usize = 2048;
 /// at (128, 512), partial tiles, and no compressed list; by a cluster: 2 CTAs at (128, 512)
 /// fp8, 3 over partial NVFP4 tiles; by one CTA of 32 heads (sm_90a): 32 heads NVFP4 at
 /// (128, 512); split with 64-row compressed tiles: 16 heads fp8 at (128, 512) and 32 heads
-/// NVFP4 over partial tiles.
+/// NVFP4 over partial tiles, and 32 heads fp8 at (128, 512) in two clusters of 16 heads.
 pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
     let key = |heads, swa_width, extra_width, extra_record| CompileKey {
         heads,
@@ -240,9 +240,14 @@ pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
     if target == Target::Sm90a {
         keys.push(key(32, 128, 512, ExtraRecord::Nvfp4).with_schedule(Schedule::STREAMED_32_HEADS));
     }
-    let half_tiles = Schedule::Split { extra_rows: 64 };
+    let half_tiles = Schedule::SPLIT_HALF_TILES;
     keys.push(key(16, 128, 512, ExtraRecord::Fp8).with_schedule(half_tiles));
     keys.push(key(32, 100, 300, ExtraRecord::Nvfp4).with_schedule(half_tiles));
+    let narrow_half_tiles = Schedule::Split {
+        extra_rows: SWA_ROWS,
+        cta_heads: MIN_MMA_HEADS,
+    };
+    keys.push(key(32, 128, 512, ExtraRecord::Fp8).with_schedule(narrow_half_tiles));
     keys
 }
 
@@ -290,9 +295,14 @@ mod tests {
     fn dispatch_builds_and_checks_the_key() {
         let key = dispatch(&shape(), 1, Target::Sm100a).unwrap();
         assert_eq!(key.extra_record, ExtraRecord::Nvfp4);
-        // One token: split into half tiles, 2 SWA and 8 compressed CTAs.
-        let half_tiles = Schedule::Split { extra_rows: 64 };
+        // One token: two clusters of 16 heads, each split into half tiles, 2 SWA and 8
+        // compressed CTAs.
+        let half_tiles = Schedule::Split {
+            extra_rows: SWA_ROWS,
+            cta_heads: MIN_MMA_HEADS,
+        };
         assert_eq!((key.schedule, key.cluster_size()), (half_tiles, 10));
+        assert_eq!(key.head_groups(), 2);
         let some = dispatch(&shape(), 16, Target::Sm100a).unwrap();
         assert_eq!((some.schedule, some.cluster_size()), (Schedule::SPLIT, 6));
         let many = dispatch(&shape(), 4096, Target::Sm100a).unwrap();
@@ -354,7 +364,11 @@ mod tests {
         assert_eq!(
             schedules,
             [
-                Schedule::Split { extra_rows: 64 },
+                Schedule::Split {
+                    extra_rows: SWA_ROWS,
+                    cta_heads: MIN_MMA_HEADS
+                },
+                Schedule::SPLIT_16_HEADS,
                 Schedule::SPLIT,
                 Schedule::streamed(3),
                 Schedule::streamed(2),
@@ -534,9 +548,9 @@ mod tests {
 
     #[test]
     fn snapshot_keys_are_valid_and_distinct() {
-        assert_eq!(snapshot_keys(Target::Sm90a).len(), 21);
+        assert_eq!(snapshot_keys(Target::Sm90a).len(), 22);
         let keys = snapshot_keys(Target::Sm100a);
-        assert_eq!(keys.len(), 20);
+        assert_eq!(keys.len(), 21);
         for k in &keys {
             k.validate().unwrap();
         }

@@ -603,16 +603,18 @@ impl Metadata {
         })
     }
 
-    /// The optional `schedule` (`split`, `split64`, `stream`, `stream<CTAs>`, with `h32`
-    /// after the last two for 32 heads a CTA); files without it are split.
+    /// The optional `schedule` (`split`, `split64`, with `h16` after them for a cluster of
+    /// 16 heads; `stream`, `stream<CTAs>`, with `h32` after them for 32 heads a CTA); files
+    /// without it are split.
     fn schedule(&self) -> Result<Schedule, CaseFileError> {
         match self.0.get("schedule") {
             None => Ok(Schedule::SPLIT),
             Some(name) => Schedule::from_short_name(name).ok_or_else(|| CaseFileError::Metadata {
                 key: "schedule",
                 problem: format!(
-                    "`{name}` is not a schedule: `split`, `split64`, `stream` or `stream` and \
-                     a CTA count (`stream2`), either stream with `h32` after it for 32 heads a \
+                    "`{name}` is not a schedule: `split` or `split64`, either with `h16` \
+                     after it for a cluster of 16 heads (`split64h16`), `stream` or `stream` \
+                     and a CTA count (`stream2`), either with `h32` after it for 32 heads a \
                      CTA (`streamh32`)"
                 ),
             }),
