@@ -131,73 +131,48 @@ impl Schedule {
     /// `split64h16`); `stream` or `stream<ctas>` (2 and more), with `h32` after it for 32
     /// heads a CTA (`streamh32`, `stream2h32`), as in key names.
     pub fn short_name(self) -> String {
-        match self {
+        let (form, count, heads) = match self {
             Schedule::Split {
                 extra_rows,
                 cta_heads,
-            } => {
-                let rows = if extra_rows == TILE {
-                    String::new()
-                } else {
-                    extra_rows.to_string()
-                };
-                let heads = if cta_heads == MAX_HEADS_PER_CLUSTER {
-                    String::new()
-                } else {
-                    format!("h{cta_heads}")
-                };
-                format!("split{rows}{heads}")
+            } => (SPLIT_NAME, extra_rows, cta_heads),
+            Schedule::Streamed { ctas, cta_heads } => (STREAM_NAME, ctas, cta_heads),
+        };
+        let unless = |value: usize, default: usize, prefix: &str| {
+            if value == default {
+                String::new()
+            } else {
+                format!("{prefix}{value}")
             }
-            Schedule::Streamed { ctas, cta_heads } => {
-                let ctas = if ctas == 1 {
-                    String::new()
-                } else {
-                    ctas.to_string()
-                };
-                let heads = if cta_heads == MIN_MMA_HEADS {
-                    String::new()
-                } else {
-                    format!("h{cta_heads}")
-                };
-                format!("stream{ctas}{heads}")
-            }
-        }
+        };
+        format!(
+            "{}{}{}",
+            form.kind,
+            unless(count, form.count, ""),
+            unless(heads, form.heads, "h")
+        )
     }
 
     /// The schedule a [`Schedule::short_name`] names (`split`, `split64`, `splith16`,
     /// `split64h16`, `stream`, `stream2`, ..., `streamh32`, `stream2h32`, ...).
     pub fn from_short_name(name: &str) -> Option<Schedule> {
-        let count = |n: &str| match n {
-            "" => None,
-            n if !n.starts_with('0') => n.parse().ok(),
-            _ => None,
+        let number = |n: &str| match n {
+            n if n.is_empty() || n.starts_with('0') => None,
+            n => n.parse::<usize>().ok(),
         };
-        if let Some(split) = name.strip_prefix("split") {
-            let (rows, cta_heads) = match split.split_once('h') {
-                Some((rows, heads)) => {
-                    (rows, count(heads).filter(|h| *h != MAX_HEADS_PER_CLUSTER)?)
-                }
-                None => (split, MAX_HEADS_PER_CLUSTER),
-            };
-            let extra_rows = match rows {
-                "" => TILE,
-                rows => count(rows).filter(|r| *r != TILE)?,
-            };
-            return Some(Schedule::Split {
-                extra_rows,
-                cta_heads,
-            });
-        }
-        let streamed = name.strip_prefix("stream")?;
-        let (ctas, cta_heads) = match streamed.split_once('h') {
-            Some((ctas, heads)) => (ctas, count(heads).filter(|h| *h != MIN_MMA_HEADS)?),
-            None => (streamed, MIN_MMA_HEADS),
+        let (form, rest) = [SPLIT_NAME, STREAM_NAME]
+            .into_iter()
+            .find_map(|form| Some((form, name.strip_prefix(form.kind)?)))?;
+        // Each part is written only where it is not the default: one name per schedule.
+        let (count, heads) = match rest.split_once('h') {
+            Some((count, heads)) => (count, number(heads).filter(|h| *h != form.heads)?),
+            None => (rest, form.heads),
         };
-        let ctas = match ctas {
-            "" => 1,
-            n => count(n).filter(|c| *c != 1)?,
+        let count = match count {
+            "" => form.count,
+            n => number(n).filter(|c| *c != form.count)?,
         };
-        Some(Schedule::Streamed { ctas, cta_heads })
+        Some((form.make)(count, heads))
     }
 
     /// The schedules a key may take (each key validates some of them), in the order a tie
@@ -220,6 +195,34 @@ impl Schedule {
         .chain([Schedule::STREAMED_32_HEADS])
     }
 }
+
+/// How key names write a kind of schedule: its word, then a count (the split's compressed
+/// rows, the streamed cluster's CTAs) and `h` with the heads a cluster or CTA takes, each
+/// only where it differs from the kind's default.
+#[derive(Clone, Copy)]
+struct ScheduleName {
+    kind: &'static str,
+    count: usize,
+    heads: usize,
+    make: fn(usize, usize) -> Schedule,
+}
+
+const SPLIT_NAME: ScheduleName = ScheduleName {
+    kind: "split",
+    count: TILE,
+    heads: MAX_HEADS_PER_CLUSTER,
+    make: |extra_rows, cta_heads| Schedule::Split {
+        extra_rows,
+        cta_heads,
+    },
+};
+
+const STREAM_NAME: ScheduleName = ScheduleName {
+    kind: "stream",
+    count: 1,
+    heads: MIN_MMA_HEADS,
+    make: |ctas, cta_heads| Schedule::Streamed { ctas, cta_heads },
+};
 
 /// The largest streamed cluster [`crate::swap_ab_decode::dispatch()`] considers. At NE 512
 /// a cluster of 4 leaves its busiest CTA 3 of a token's 10 tiles of 64 rows, 3 leaves 4;

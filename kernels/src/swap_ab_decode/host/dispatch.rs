@@ -538,6 +538,15 @@ mod tests {
         assert_picks_within_10_percent(include_str!("sweeps/h100-4e46c92.jsonl"));
     }
 
+    /// A sweep of every schedule at 1 to 16 tokens on an H100 (`bench_decode --no-chain
+    /// --tokens ...`) of the split clusters of 16 heads (revision f36b313's kernels but for
+    /// where thread 0 expects its inbox's bytes), to which the model was not fitted: its
+    /// pick is the fastest in all 64 configurations.
+    #[test]
+    fn the_model_picks_what_the_h100_measured_fastest_with_16_head_split_clusters() {
+        assert_picks_within_10_percent(include_str!("sweeps/h100-f36b313-tokens.jsonl"));
+    }
+
     /// The README's H200 tables of revisions fe8b635 and 3d2a3d0 (`scripts/bench-gpu.sh`;
     /// no 32-head streamed CTA then), to which the model was not fitted.
     #[test]
