@@ -51,13 +51,7 @@ fn a_valid_call_gives_its_key() {
     assert_eq!(call.key.extra_record, ExtraRecord::Nvfp4);
     // A few tokens of 32 heads: two clusters of 16 heads a token, each split into half
     // tiles, 2 SWA and 8 compressed CTAs.
-    assert_eq!(
-        call.key.schedule,
-        Schedule::Split {
-            extra_rows: 64,
-            cta_heads: 16
-        }
-    );
+    assert_eq!(call.key.schedule, Schedule::SPLIT_HALF_TILES_16_HEADS);
     assert_eq!(call.key.cluster_size(), 2 + 8);
     assert_eq!(call.key.head_groups(), 2);
     assert_eq!(call.key.target, Target::Sm100a);

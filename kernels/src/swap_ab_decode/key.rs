@@ -96,6 +96,12 @@ impl Schedule {
         extra_rows: TILE,
         cta_heads: MIN_MMA_HEADS,
     };
+    /// Split with 64-row compressed tiles, a cluster for every 16 heads (keys of 32 heads
+    /// and more; [`Schedule::SPLIT_16_HEADS`] says why).
+    pub const SPLIT_HALF_TILES_16_HEADS: Schedule = Schedule::Split {
+        extra_rows: SWA_ROWS,
+        cta_heads: MIN_MMA_HEADS,
+    };
     /// One CTA streams all of a token's tiles: no cluster, no merge over peers.
     pub const STREAMED: Schedule = Schedule::Streamed {
         ctas: 1,
@@ -185,10 +191,7 @@ impl Schedule {
             Schedule::SPLIT,
             Schedule::SPLIT_HALF_TILES,
             Schedule::SPLIT_16_HEADS,
-            Schedule::Split {
-                extra_rows: SWA_ROWS,
-                cta_heads: MIN_MMA_HEADS,
-            },
+            Schedule::SPLIT_HALF_TILES_16_HEADS,
         ]
         .into_iter()
         .chain((1..=MAX_STREAMED_CTAS).map(Schedule::streamed))
@@ -600,10 +603,7 @@ mod tests {
         );
         assert_eq!(narrow.to_string().parse::<CompileKey>(), Ok(narrow));
         assert_eq!(narrow.head_groups(), 4);
-        let narrow_half = key.with_schedule(Schedule::Split {
-            extra_rows: 64,
-            cta_heads: 16,
-        });
+        let narrow_half = key.with_schedule(Schedule::SPLIT_HALF_TILES_16_HEADS);
         assert_eq!(
             narrow_half.to_string(),
             "h64_nk100_ne300_nvfp4_p64x16_split64h16_sm90a"

@@ -73,11 +73,13 @@ impl Inbox {
     /// peers or the shared memory left does not hold it.
     #[device]
     pub fn allocate_if_it_fits(plan: &Plan, tid: Val<u32>) -> Option<Inbox> {
-        let bytes = Inbox::values_bytes(plan) + 16;
-        if plan.streamed() || plan.cluster < 2 || smem_bytes_free(16) < bytes {
+        let layout = Inbox::values_layout(plan);
+        // The values, then the 8-byte barrier, in 16-byte steps.
+        let bytes = layout.end_bytes() + 16;
+        if plan.streamed() || plan.cluster < 2 || i64::from(smem_bytes_free(16)) < bytes {
             return None;
         }
-        let values = smem_tile("inbox", Inbox::values_layout(plan));
+        let values = smem_tile("inbox", layout);
         let inbox = Inbox::arm(tid, values, Ready::Armed);
         cluster_arrive_relaxed();
         Some(inbox)
@@ -100,10 +102,6 @@ impl Inbox {
     fn values_layout(plan: &Plan) -> dsl_core::layout::ComposedLayout {
         let row = plan.units_per_cta * UNIT_DIMS;
         plain(&[i64::from(plan.partials()), i64::from(row)], 4)
-    }
-
-    fn values_bytes(plan: &Plan) -> u32 {
-        plan.partials() * plan.units_per_cta * UNIT_DIMS * 4
     }
 
     /// Thread 0 initialises the mbarrier; it expects the bytes in [`Inbox::push`].
@@ -163,10 +161,7 @@ impl Inbox {
                     let slice = piece % THREADS_PER_UNIT;
                     let (head, dim) = unit_cell(unit, slice);
                     let values = load_vec::<f32, 4, _>(partial.at(head, dim));
-                    let index = unit - owner * plan.units_per_cta;
-                    let at = self
-                        .values
-                        .at(entry, index * UNIT_DIMS + slice * VALUES_PER_THREAD);
+                    let at = self.values.at(entry, slot(plan, owner, unit, slice));
                     store_async(at, owner, values, self.full);
                 }
             }
@@ -202,17 +197,16 @@ impl Inbox {
     ) -> Vec<Vec<[Val<f32>; 4]>> {
         self.full.wait_cluster(0u32);
         let slice = tid % THREADS_PER_UNIT;
-        let first = first_unit(plan, rank);
         (0..plan.merge_passes)
             .map(|pass| {
                 let (_, unit) = unit_of(plan, pass, tid, rank);
                 let (head, dim) = unit_cell(unit, slice);
-                let at = (unit - first) * UNIT_DIMS + slice * VALUES_PER_THREAD;
+                let at = slot(plan, rank, unit, slice);
                 (0..plan.partials())
                     .map(|part| {
                         let own = buf.partials[(part % plan.teams) as usize].at(head, dim);
                         let pushed = self.values.at(part, at);
-                        let is_own = (rank * plan.teams).eq(part - part % plan.teams);
+                        let is_own = rank.eq(part / plan.teams);
                         let address = is_own.select(own.value(), pushed.value());
                         load_vec::<f32, 4, _>(Smem::new(address, 0))
                     })
@@ -220,4 +214,10 @@ impl Inbox {
             })
             .collect()
     }
+}
+
+/// Where the slice `slice` of unit `unit`, which CTA `owner` owns, starts in a row of the
+/// owner's inbox.
+fn slot(plan: &Plan, owner: Val<u32>, unit: Val<u32>, slice: Val<u32>) -> Val<u32> {
+    (unit - first_unit(plan, owner)) * UNIT_DIMS + slice * VALUES_PER_THREAD
 }

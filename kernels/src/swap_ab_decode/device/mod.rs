@@ -2,7 +2,7 @@
 //! split and streamed schedules (`split.rs`, `stream.rs`), and the stages they are built
 //! from: loads and dequant (`inputs.rs`), the streamed records' stage (`stage.rs`), the MMA
 //! stage per target (`mma/`: `tcgen05.rs`, `wgmma.rs`), the softmax (`softmax.rs`), the merge and epilogue
-//! (`merge.rs`, with the split schedule's inbox that peers push their partials into,
+//! (`merge.rs`, with the clusters' inbox that peers push their partials into,
 //! `inbox.rs`), the shared-memory buffers (`smem.rs`), the teams of warps that work on a
 //! tile together (`team.rs`) and the key's trace-time plan ([`plan`]).
 

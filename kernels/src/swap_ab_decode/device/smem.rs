@@ -43,9 +43,15 @@ pub struct Buffers {
 
 /// An unswizzled row-major layout of `shape` elements of `elem_bytes` bytes.
 pub(super) fn plain(shape: &[i64], elem_bytes: u32) -> ComposedLayout {
+    plain_from(0, shape, elem_bytes)
+}
+
+/// [`plain`] starting `first_byte` bytes into its buffer (a part of a buffer shared with
+/// others).
+pub(super) fn plain_from(first_byte: u32, shape: &[i64], elem_bytes: u32) -> ComposedLayout {
     let extents: Vec<Int> = shape.iter().map(|&e| Int::Static(e)).collect();
     let layout = Layout::row_major(&extents);
-    ComposedLayout::new(Swizzle::NONE, 0, layout, elem_bytes)
+    ComposedLayout::new(Swizzle::NONE, i64::from(first_byte), layout, elem_bytes)
         .expect("an unswizzled layout composes")
 }
 

@@ -5,7 +5,7 @@
 use dsl_core::arch::copy::bulk_load;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{LoadOpts, load_vec_if};
-use dsl_core::layout::{ComposedLayout, Int, IntTuple, Layout, Swizzle};
+use dsl_core::layout::IntTuple;
 use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_bytes_free, smem_tile};
 use dsl_macros::device;
 
@@ -13,7 +13,7 @@ use super::inputs::{
     Gathered, KvList, RowMap, Slot, leaf, names_a_record, record_chunk, record_of, staged_slot_id,
 };
 use super::plan::Plan;
-use super::smem::{checked, plain};
+use super::smem::{plain, plain_from};
 use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::FP8_RECORD;
 use crate::swap_ab_decode::cache::CHUNK_BYTES;
@@ -53,12 +53,8 @@ impl Stages {
         );
         let teams = (0..plan.teams)
             .map(|team| {
-                let first = i64::from(team * rows) * FP8_RECORD as i64;
-                let layout = Layout::row_major(&[Int::Static(i64::from(rows)), Int::Static(words)]);
-                let records = all.view(checked(
-                    "stage",
-                    ComposedLayout::new(Swizzle::NONE, first, layout, 4),
-                ));
+                let first = team * rows * FP8_RECORD as u32;
+                let records = all.view(plain_from(first, &[i64::from(rows), words], 4));
                 let full = Mbarrier::at(smem_alloc(&buffer_name("raw_full", team), 8, 8).addr());
                 if tid == 0 {
                     full.init(rows);

@@ -6,7 +6,7 @@ use dsl_core::Target;
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::stream::busiest_cta_tiles;
 use crate::swap_ab_decode::key::MIN_MMA_HEADS;
-use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, SWA_ROWS, Schedule, TILE};
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule, TILE};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
 /// a grid dimension, so one kernel serves every decode step).
@@ -243,11 +243,9 @@ pub fn snapshot_keys(target: Target) -> Vec<CompileKey> {
     let half_tiles = Schedule::SPLIT_HALF_TILES;
     keys.push(key(16, 128, 512, ExtraRecord::Fp8).with_schedule(half_tiles));
     keys.push(key(32, 100, 300, ExtraRecord::Nvfp4).with_schedule(half_tiles));
-    let narrow_half_tiles = Schedule::Split {
-        extra_rows: SWA_ROWS,
-        cta_heads: MIN_MMA_HEADS,
-    };
-    keys.push(key(32, 128, 512, ExtraRecord::Fp8).with_schedule(narrow_half_tiles));
+    keys.push(
+        key(32, 128, 512, ExtraRecord::Fp8).with_schedule(Schedule::SPLIT_HALF_TILES_16_HEADS),
+    );
     keys
 }
 
@@ -297,10 +295,7 @@ mod tests {
         assert_eq!(key.extra_record, ExtraRecord::Nvfp4);
         // One token: two clusters of 16 heads, each split into half tiles, 2 SWA and 8
         // compressed CTAs.
-        let half_tiles = Schedule::Split {
-            extra_rows: SWA_ROWS,
-            cta_heads: MIN_MMA_HEADS,
-        };
+        let half_tiles = Schedule::SPLIT_HALF_TILES_16_HEADS;
         assert_eq!((key.schedule, key.cluster_size()), (half_tiles, 10));
         assert_eq!(key.head_groups(), 2);
         let some = dispatch(&shape(), 16, Target::Sm100a).unwrap();
@@ -364,10 +359,7 @@ mod tests {
         assert_eq!(
             schedules,
             [
-                Schedule::Split {
-                    extra_rows: SWA_ROWS,
-                    cta_heads: MIN_MMA_HEADS
-                },
+                Schedule::SPLIT_HALF_TILES_16_HEADS,
                 Schedule::SPLIT_16_HEADS,
                 Schedule::SPLIT,
                 Schedule::streamed(3),
