@@ -98,6 +98,16 @@ impl Schedule {
     };
     /// Split with 64-row compressed tiles, a cluster for every 16 heads (keys of 32 heads
     /// and more; [`Schedule::SPLIT_16_HEADS`] says why).
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::{CompileKey, Schedule};
+    ///
+    /// let key: CompileKey = "h32_nk128_ne512_nvfp4_p64x64_split64h16_sm90a".parse()?;
+    /// assert_eq!(key.schedule, Schedule::SPLIT_HALF_TILES_16_HEADS);
+    /// // 2 SWA and 8 compressed CTAs a cluster, a cluster for each 16 of the 32 heads.
+    /// assert_eq!((key.cluster_size(), key.head_groups()), (10, 2));
+    /// # Ok::<(), kernels::swap_ab_decode::KeyError>(())
+    /// ```
     pub const SPLIT_HALF_TILES_16_HEADS: Schedule = Schedule::Split {
         extra_rows: SWA_ROWS,
         cta_heads: MIN_MMA_HEADS,
