@@ -324,8 +324,10 @@ fn run(args: Args) -> Result<bool, Stop> {
                 .fold(0f64, |m, (&a, &b)| m.max((a as f64 - b as f64).abs()))
         })
         .unwrap_or(f64::NAN);
-    let mismatches =
-        report.codes_one_step_off + report.codes_beyond_one_step + report.scales_differing;
+    let mismatches = report.codes_one_step_off
+        + report.codes_beyond_one_step_within_bound
+        + report.codes_beyond_one_step
+        + report.scales_differing;
     let speed = match run.lane_instructions {
         Some(n) => {
             let per_second = n as f64 / run.seconds;
