@@ -85,10 +85,10 @@ pub struct NumericsReport {
     /// Codes further off (or NaN against a number) and outside the head's pre-cast bound
     /// ([`within_bound`]): must be 0.
     pub codes_beyond_one_step: usize,
-    /// Codes further off but within the head's pre-cast bound: allowed, reported.
-    pub codes_beyond_one_step_within_bound: usize,
     /// The first of those.
     pub first_codes_beyond_one_step: Vec<CodeMismatch>,
+    /// Codes further off but within the head's pre-cast bound: allowed, reported.
+    pub codes_beyond_one_step_within_bound: usize,
     /// Live scale bytes compared.
     pub scales: usize,
     /// Reference chunks whose amax / 448 is within [`SCALE_AMBIGUITY`] of a power of two.
@@ -269,8 +269,8 @@ pub fn compare(
         codes: s_q * heads * HEAD_DIM,
         codes_one_step_off: 0,
         codes_beyond_one_step: 0,
-        codes_beyond_one_step_within_bound: 0,
         first_codes_beyond_one_step: Vec::new(),
+        codes_beyond_one_step_within_bound: 0,
         scales: s_q * heads * CHUNKS_PER_HEAD,
         ambiguous_scales: 0,
         ambiguous_scales_differing: 0,
