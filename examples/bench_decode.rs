@@ -1,9 +1,9 @@
 //! GPU benchmark of the decode kernel, timed as serving runs it: for heads {16, 32}, NK 128,
 //! NE {512, 1024}, fp8 and NVFP4 compressed records and s_q {1, 32, 64, 128, 512}, every
 //! schedule (`Schedule::candidates`: split with 128- and 64-row compressed tiles, with 32
-//! heads also a cluster for every 16, streamed by 1 to 4 CTAs), the median, p10 and p90 of CUDA-graph replays of one launch, the KV bytes it
-//! reads per second, and in the same run the device's copy bandwidth, so every figure is also
-//! a ratio.
+//! heads also a cluster for every 16, streamed by 1 to 4 CTAs), the median, p10 and p90 of
+//! CUDA-graph replays of one launch, the KV bytes it reads per second, and in the same run
+//! the device's copy bandwidth, so every figure is also a ratio.
 //!
 //! Each timed replay is queued behind a short GPU spin (`kernels::basics::spin`, its step
 //! count calibrated at start-up to about 30 us at the fastest clock the calibration sees):

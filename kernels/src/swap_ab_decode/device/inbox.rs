@@ -29,14 +29,14 @@
 //! Where the inbox lies. A split CTA's is its own buffer, armed before any peer can store
 //! into it: thread 0 initialises the mbarrier, the init is fenced and published by a
 //! relaxed cluster arrive at the start of the kernel, whose wait comes just before the
-//! CTA's first push, where thread 0 also expects the bytes. A streamed cluster's CTA has no room for one (its two
-//! teams' buffers take 223 KiB), so its inbox lies over its teams' record stages, which
-//! are free once its tiles are done (past the last tile the copies copy nothing): armed
-//! at the start, it is offered to the peers by a relaxed cluster arrive once every thread
-//! of the CTA has passed stage 7's barrier, so no peer stores into a stage, or into the
-//! running statistics' entries of the table, while the CTA still reads them. The CTAs
-//! pull where neither fits (32 heads a CTA: a partial of 64 KiB beside a 128-row tile, and
-//! no stage).
+//! CTA's first push, where thread 0 also expects the bytes. A streamed cluster's CTA has no
+//! room for one (its two teams' buffers take 223 KiB), so its inbox lies over its teams'
+//! record stages, which are free once its tiles are done (past the last tile the copies
+//! copy nothing): armed at the start, it is offered to the peers by a relaxed cluster
+//! arrive once every thread of the CTA has passed stage 7's barrier, so no peer stores
+//! into a stage, or into the running statistics' entries of the table, while the CTA
+//! still reads them. The CTAs pull where neither fits (32 heads a CTA: a partial of 64 KiB
+//! beside a 128-row tile, and no stage).
 
 use dsl_core::arch::cluster::{cluster_arrive_relaxed, cluster_wait};
 use dsl_core::arch::copy::store_async;
