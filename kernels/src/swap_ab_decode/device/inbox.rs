@@ -199,9 +199,9 @@ impl Inbox {
         let slice = tid % THREADS_PER_UNIT;
         (0..plan.merge_passes)
             .map(|pass| {
-                let (_, unit) = unit_of(plan, pass, tid, rank);
-                let (head, dim) = unit_cell(unit, slice);
-                let at = slot(plan, rank, unit, slice);
+                let unit = unit_of(plan, pass, tid, rank);
+                let (head, dim) = unit.cell(slice);
+                let at = slot(plan, rank, unit.unit, slice);
                 (0..plan.partials())
                     .map(|part| {
                         let own = buf.partials[(part % plan.teams) as usize].at(head, dim);

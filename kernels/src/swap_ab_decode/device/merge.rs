@@ -6,7 +6,7 @@ use dsl_core::arch::cvt::{f32x4_to_e4m3x4, ue8m0_round_up};
 use dsl_core::arch::memory::{load, load_vec, store_if, store_u8, store_vec_if};
 use dsl_core::arch::thread::shfl_xor;
 use dsl_core::layout::IntTuple;
-use dsl_core::trace::{E4m3, Index, Tensor, Val};
+use dsl_core::trace::{E4m3, Index, Pred, Tensor, Val};
 use dsl_macros::device;
 
 use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
@@ -41,25 +41,91 @@ pub(super) fn owned_units(plan: &Plan, rank: Val<u32>) -> (Val<u32>, Val<u32>) {
 /// its head and first dim.
 pub(super) fn unit_cell(unit: Val<u32>, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
     let chunks = HEAD_DIM as u32 / UNIT_DIMS;
-    let head = unit / chunks;
     (
-        head,
-        (unit % chunks) * UNIT_DIMS + slice * VALUES_PER_THREAD,
+        unit / chunks,
+        unit % chunks * UNIT_DIMS + slice * VALUES_PER_THREAD,
     )
 }
 
-/// A thread's unit slot in merge pass `pass`: its index among this CTA's units, whether it
-/// is a real one, and the unit (head * 16 + 32-dim chunk).
-pub(super) fn unit_of(
-    plan: &Plan,
-    pass: u32,
-    tid: Val<u32>,
-    rank: Val<u32>,
-) -> (Val<u32>, Val<u32>) {
-    let (first, count) = owned_units(plan, rank);
-    let index = tid / THREADS_PER_UNIT + pass * (THREADS as u32 / THREADS_PER_UNIT);
-    let unit = first + index.min(count - 1);
-    (index, unit)
+/// A thread's output unit in one merge pass.
+#[derive(Clone, Copy)]
+pub(super) struct UnitSlot {
+    /// Its index among this CTA's units; at or past their count the slot is idle.
+    pub index: Val<u32>,
+    /// `head * 16 + chunk`.
+    pub unit: Val<u32>,
+    /// The head in the key's group, and its 32-dim chunk.
+    pub head: Val<u32>,
+    pub chunk: Val<u32>,
+}
+
+impl UnitSlot {
+    /// Where the slice `slice` of the unit starts in a partial: its head and first dim.
+    pub fn cell(&self, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
+        (
+            self.head,
+            self.chunk * UNIT_DIMS + slice * VALUES_PER_THREAD,
+        )
+    }
+}
+
+/// Where every thread keeps one head through all the merge passes: the chunks of its head
+/// a pass takes. That holds where a CTA's units are whole heads filling every slot of
+/// every pass (a CTA that owns all 256 units of 16 heads: 4 passes, the 8 threads of a
+/// slot taking 4 of the 16 chunks of their warp's head each pass). Then the head's
+/// weights, its sink and its place in the output are a thread's once, not once a pass,
+/// and most passes know at trace time that no chunk of theirs is rotated: the two-team
+/// streamed CTA's merge, which nothing overlaps, issued 603 instructions a warp a token
+/// instead of 855 (ptxas 13.5). Only where a head has several partials to weigh: with one
+/// (the 32-head streamed CTA, sm_100a's streamed CTAs) a pass's weights are one max and one
+/// sum, and in the 32-head CTA the head's values, which ptxas then holds across the token's
+/// tiles, took it past the 128-register cap (8 bytes spilled, 0.7% slower on an H100).
+/// None: the slots take the CTA's units in order.
+pub(super) fn chunks_a_pass(plan: &Plan) -> Option<u32> {
+    let slots = THREADS as u32 / THREADS_PER_UNIT;
+    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
+    let fills = plan.units_per_cta == slots * plan.merge_passes
+        && plan.units % plan.units_per_cta == 0
+        && chunks % plan.merge_passes == 0;
+    (fills && plan.partials() > 1).then(|| chunks / plan.merge_passes)
+}
+
+/// Whether a thread merges one head in every pass ([`chunks_a_pass`], or a single pass).
+pub(super) fn one_head_a_thread(plan: &Plan) -> bool {
+    plan.merge_passes == 1 || chunks_a_pass(plan).is_some()
+}
+
+/// A thread's unit in merge pass `pass` ([`chunks_a_pass`]: one head through the passes;
+/// otherwise slot `tid / 8` of pass `pass` takes the CTA's unit `slot + 64 pass`, the idle
+/// slots past the CTA's units its last one).
+pub(super) fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> UnitSlot {
+    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
+    let slots = THREADS as u32 / THREADS_PER_UNIT;
+    let slot = tid / THREADS_PER_UNIT;
+    let index = slot + pass * slots;
+    match chunks_a_pass(plan) {
+        Some(per_pass) => {
+            let first_head = rank * (plan.units_per_cta / chunks);
+            let head = first_head + slot / per_pass;
+            let chunk = slot % per_pass + pass * per_pass;
+            UnitSlot {
+                index,
+                unit: head * chunks + chunk,
+                head,
+                chunk,
+            }
+        }
+        None => {
+            let (first, count) = owned_units(plan, rank);
+            let unit = first + index.min(count - 1);
+            UnitSlot {
+                index,
+                unit,
+                head: unit / chunks,
+                chunk: unit % chunks,
+            }
+        }
+    }
 }
 
 /// Stage 8: per merge pass, the 4 fp32 values of this thread's slice of its unit from every
@@ -74,8 +140,7 @@ pub fn pull_partials(
     let slice = tid % THREADS_PER_UNIT;
     let mut pulls = Vec::new();
     for pass in 0..plan.merge_passes {
-        let (_, unit) = unit_of(plan, pass, tid, rank);
-        let (head, dim) = unit_cell(unit, slice);
+        let (head, dim) = unit_of(plan, pass, tid, rank).cell(slice);
         let locals: Vec<_> = buf.partials.iter().map(|p| p.at(head, dim)).collect();
         let mut parts = Vec::new();
         for part in 0..plan.partials() {
@@ -116,11 +181,12 @@ pub struct EpilogueTensors {
     pub precast: Option<Tensor<f32, 3>>,
 }
 
-/// Stage 9's sink logit of this thread's unit in every merge pass, CTA `rank` of the
-/// token's cluster. It depends on the head alone: the split schedule loads it with the
-/// tile's inputs, a streamed CTA before stage 7's barrier. Loaded by the pass itself, its
-/// trip to memory came after the cluster barrier and the DSMEM pulls, on the one token's
-/// chain that a launch of few tokens is.
+/// Stage 9's sink logit of this thread's head in every merge pass (one, where a thread
+/// keeps its head: [`one_head_a_thread`]), CTA `rank` of the token's cluster. It depends
+/// on the head alone: the split schedule loads it with the tile's inputs, a streamed CTA
+/// before stage 7's barrier. Loaded by the pass itself, its trip to memory came after the
+/// cluster barrier and the DSMEM pulls, on the one token's chain that a launch of few
+/// tokens is.
 #[device]
 pub fn load_sinks(
     plan: &Plan,
@@ -128,12 +194,62 @@ pub fn load_sinks(
     sink: Tensor<f32, 1>,
     heads: &HeadGroup,
 ) -> Vec<Val<f32>> {
-    (0..plan.merge_passes)
+    let heads_a_thread = if one_head_a_thread(plan) {
+        1
+    } else {
+        plan.merge_passes
+    };
+    (0..heads_a_thread)
         .map(|pass| {
-            let (_, unit) = unit_of(plan, pass, tid, rank);
-            load(sink.view([None]).at(heads.head(unit / 16)))
+            let head = unit_of(plan, pass, tid, rank).head;
+            load(sink.view([None]).at(heads.head(head)))
         })
         .collect()
+}
+
+/// One head's share of the merge: each partial's weight 2^(m - M) (none where the partial
+/// saw no row), 1 / (the sink's weight + the weighted sums), and whether the head has any
+/// weight at all (M: the largest of the partials' maxima and the sink).
+struct HeadWeights {
+    /// The head in the key's group.
+    head: Val<u32>,
+    weights: Vec<Val<f32>>,
+    inverse: Val<f32>,
+    ok: Pred,
+}
+
+impl HeadWeights {
+    #[device]
+    fn of(plan: &Plan, buf: &Buffers, head: Val<u32>, sink_logit: Val<f32>) -> HeadWeights {
+        let sink2 = sink_logit * LOG2E as f32;
+        let mut maxima = Vec::new();
+        let mut sums = Vec::new();
+        let mut big = sink2;
+        for part in 0..plan.partials() {
+            let m: Val<f32> = load(buf.stat(part, 0, head));
+            let l: Val<f32> = load(buf.stat(part, 1, head));
+            big = (l > 0.0f32).select(big.max(m), big);
+            maxima.push(m);
+            sums.push(l);
+        }
+        big = ((big == f32::INFINITY) | (big == f32::NEG_INFINITY)).select(0.0f32, big);
+        let mut denominator = (sink2 - big).ex2();
+        let mut weights = Vec::new();
+        for (m, l) in maxima.into_iter().zip(sums) {
+            let weight = (l > 0.0f32).select((m - big).ex2(), 0.0f32);
+            denominator = weight.fma(l, denominator);
+            weights.push(weight);
+        }
+        let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);
+        // One reciprocal for the head's values: a division each is a MUFU and a slow-path
+        // branch each (1.5 ulp against 0.5, far inside the numerics contract).
+        HeadWeights {
+            head,
+            weights,
+            inverse: denominator.rcp(),
+            ok,
+        }
+    }
 }
 
 /// Stage 9, pass by pass ([`MergeAndStore::pass`]): combine the peers' partials with their
@@ -142,7 +258,7 @@ pub struct MergeAndStore<'a> {
     plan: &'a Plan,
     buf: &'a Buffers,
     pulls: &'a [Vec<[Val<f32>; 4]>],
-    /// Each pass's sink logit ([`load_sinks`]).
+    /// The sink logit of each head a thread merges ([`load_sinks`]).
     sinks: &'a [Val<f32>],
     tid: Val<u32>,
     rank: Val<u32>,
@@ -153,6 +269,9 @@ pub struct MergeAndStore<'a> {
     slice: Val<u32>,
     /// The output units this CTA owns.
     count: Val<u32>,
+    /// The weights of the one head a thread merges in every pass ([`one_head_a_thread`]);
+    /// otherwise each pass weighs its own.
+    one_head: Option<HeadWeights>,
 }
 
 type GlobalView<T> = dsl_core::tensor::Tensor<T, dsl_core::tensor::Global>;
@@ -174,6 +293,10 @@ impl<'a> MergeAndStore<'a> {
         let precast = tensors.precast.as_ref().map(output::precast_view);
         let slice = tid % THREADS_PER_UNIT;
         let (_, count) = owned_units(plan, rank);
+        let one_head = one_head_a_thread(plan).then(|| {
+            let head = unit_of(plan, 0, tid, rank).head;
+            HeadWeights::of(plan, buf, head, sinks[0])
+        });
         MergeAndStore {
             plan,
             buf,
@@ -187,6 +310,7 @@ impl<'a> MergeAndStore<'a> {
             precast,
             slice,
             count,
+            one_head,
         }
     }
 
@@ -195,54 +319,20 @@ impl<'a> MergeAndStore<'a> {
         self.pulls.len()
     }
 
-    /// Merge pass `pass`.
-    #[device]
-    pub fn pass(&self, pass: usize) {
-        let (plan, buf, pulls, tid, rank) = (self.plan, self.buf, self.pulls, self.tid, self.rank);
-        let (tensors, slice, count) = (self.tensors, self.slice, self.count);
-        let token = tensors.token;
-        let (out, out_scale, precast) = (&self.out, &self.out_scale, &self.precast);
-        let parts = &pulls[pass];
-        let (index, unit) = unit_of(plan, pass as u32, tid, rank);
-        let active = index < count;
-        let head = unit / 16;
-        let chunk = unit % 16;
-        let global_head = tensors.heads.head(head);
-        let sink_logit = self.sinks[pass];
-        let sink2 = sink_logit * LOG2E as f32;
-        let mut maxima = Vec::new();
-        let mut sums = Vec::new();
-        let mut big = sink2;
-        for part in 0..plan.partials() {
-            let m: Val<f32> = load(buf.stat(part, 0, head));
-            let l: Val<f32> = load(buf.stat(part, 1, head));
-            big = (l > 0.0f32).select(big.max(m), big);
-            maxima.push(m);
-            sums.push(l);
-        }
-        big = ((big == f32::INFINITY) | (big == f32::NEG_INFINITY)).select(0.0f32, big);
-        let mut denominator = (sink2 - big).ex2();
-        let mut acc = [Val::<f32>::constant(0.0); 4];
-        for part in 0..plan.partials() as usize {
-            let weight = (sums[part] > 0.0f32).select((maxima[part] - big).ex2(), 0.0f32);
-            denominator = weight.fma(sums[part], denominator);
-            for e in 0..4 {
-                acc[e] = parts[part][e].fma(weight, acc[e]);
-            }
-        }
-        let ok = (denominator > 0.0f32) & (sink_logit != f32::INFINITY);
-        // One reciprocal for the four values: a division each is a MUFU and a slow-path
-        // branch each (1.5 ulp against 0.5, far inside the numerics contract).
-        let inverse = denominator.rcp();
-        let o = acc.map(|a| ok.select(a * inverse, 0.0f32));
-        if pass + 1 == pulls.len() && plan.merges_peers() {
-            // Every pulled value is consumed: peers may leave once all of them got here too
-            // (the split barrier's wait is the last thing before exit).
-            cluster_arrive_relaxed();
-        }
+    /// Whether pass `pass` may hold a chunk that RoPE rotated (dims >= 448): known at trace
+    /// time where a thread keeps its head ([`chunks_a_pass`]: pass p takes chunks
+    /// `[k p, k p + k)`).
+    fn may_rotate(&self, pass: u32) -> bool {
+        let rope_chunk = ROPE_START as u32 / UNIT_DIMS;
+        chunks_a_pass(self.plan).is_none_or(|k| (pass + 1) * k > rope_chunk)
+    }
 
-        // Inverse GPT-J RoPE on dims >= 448 (identity elsewhere).
-        let rope_chunk = ROPE_START as u32 / 32;
+    /// Inverse GPT-J RoPE of this thread's values `o` of chunk `chunk` on dims >= 448
+    /// (identity elsewhere).
+    #[device]
+    fn inverse_rope(&self, chunk: Val<u32>, o: [Val<f32>; 4]) -> Vec<Val<f32>> {
+        let (buf, slice) = (self.buf, self.slice);
+        let rope_chunk = ROPE_START as u32 / UNIT_DIMS;
         let is_rope = chunk >= rope_chunk;
         let pair0 = (chunk * 16 + slice * 2).max(rope_chunk * 16) - rope_chunk * 16;
         let cosines = load_vec::<f32, 2, _>(buf.cos_sin.at1(pair0));
@@ -255,7 +345,46 @@ impl<'a> MergeAndStore<'a> {
             x.push(even.fma(c, s * odd));
             x.push(odd.fma(c, -(s * even)));
         }
+        x
+    }
 
+    /// Merge pass `pass`.
+    #[device]
+    pub fn pass(&self, pass: usize) {
+        let (plan, buf, pulls, tid, rank) = (self.plan, self.buf, self.pulls, self.tid, self.rank);
+        let (tensors, slice, count) = (self.tensors, self.slice, self.count);
+        let token = tensors.token;
+        let (out, out_scale, precast) = (&self.out, &self.out_scale, &self.precast);
+        let parts = &pulls[pass];
+        let unit = unit_of(plan, pass as u32, tid, rank);
+        let active = unit.index < count;
+        let own;
+        let head = match &self.one_head {
+            Some(head) => head,
+            None => {
+                own = HeadWeights::of(plan, buf, unit.head, self.sinks[pass]);
+                &own
+            }
+        };
+        let chunk = unit.chunk;
+        let global_head = tensors.heads.head(head.head);
+        let mut acc = [Val::<f32>::constant(0.0); 4];
+        for (part, weight) in parts.iter().zip(&head.weights) {
+            for e in 0..4 {
+                acc[e] = part[e].fma(*weight, acc[e]);
+            }
+        }
+        let o = acc.map(|a| head.ok.select(a * head.inverse, 0.0f32));
+        if pass + 1 == pulls.len() && plan.merges_peers() {
+            // Every pulled value is consumed: peers may leave once all of them got here too
+            // (the split barrier's wait is the last thing before exit).
+            cluster_arrive_relaxed();
+        }
+        let x = if self.may_rotate(pass as u32) {
+            self.inverse_rope(chunk, o)
+        } else {
+            o.to_vec()
+        };
         // This thread's values of the unit: dims of chunk `chunk` from `first_dim`.
         let first_dim = slice * VALUES_PER_THREAD;
         let dims = IntTuple::tuple([leaf(first_dim), leaf(chunk)]);
