@@ -45,7 +45,7 @@ use dsl_core::arch::memory::{Smem, load, load_vec};
 use dsl_core::trace::{SmemTile, Val, smem_alloc, smem_bytes_free, smem_tile};
 use dsl_macros::device;
 
-use super::merge::{UNIT_DIMS, VALUES_PER_THREAD, first_unit, owned_units, unit_cell, unit_of};
+use super::merge::{CHUNKS, UNIT_DIMS, VALUES_PER_THREAD, cell, first_unit, owned_units, unit_of};
 use super::plan::{Plan, THREADS_PER_UNIT};
 use super::smem::{Buffers, plain};
 use crate::swap_ab_decode::THREADS;
@@ -159,7 +159,7 @@ impl Inbox {
                 let owner = unit / plan.units_per_cta;
                 if (piece < pieces) & (owner != rank) {
                     let slice = piece % THREADS_PER_UNIT;
-                    let (head, dim) = unit_cell(unit, slice);
+                    let (head, dim) = cell(unit / CHUNKS, unit % CHUNKS, slice);
                     let values = load_vec::<f32, 4, _>(partial.at(head, dim));
                     let at = self.values.at(entry, slot(plan, owner, unit, slice));
                     store_async(at, owner, values, self.full);
@@ -200,7 +200,7 @@ impl Inbox {
         (0..plan.merge_passes)
             .map(|pass| {
                 let unit = unit_of(plan, pass, tid, rank);
-                let (head, dim) = unit.cell(slice);
+                let (head, dim) = cell(unit.head, unit.chunk, slice);
                 let at = slot(plan, rank, unit.unit, slice);
                 (0..plan.partials())
                     .map(|part| {

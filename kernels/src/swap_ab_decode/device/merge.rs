@@ -9,11 +9,11 @@ use dsl_core::layout::IntTuple;
 use dsl_core::trace::{E4m3, Index, Pred, Tensor, Val};
 use dsl_macros::device;
 
-use super::plan::{HeadGroup, Plan, THREADS_PER_UNIT};
+use super::plan::{HeadGroup, MERGE_SLOTS, Plan, THREADS_PER_UNIT};
 use super::smem::Buffers;
 use crate::formats::{e4m3, mxfp8};
 use crate::swap_ab_decode::output::{self, SCALE_WORD_BYTES};
-use crate::swap_ab_decode::{HEAD_DIM, LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
+use crate::swap_ab_decode::{LOG2E, ROPE_DIM, ROPE_START, THREADS, WV_GROUP_SIZE};
 
 /// Dims of an output unit: one MXFP8 block of a head.
 pub(super) const UNIT_DIMS: u32 = mxfp8::BLOCK as u32;
@@ -37,14 +37,16 @@ pub(super) fn owned_units(plan: &Plan, rank: Val<u32>) -> (Val<u32>, Val<u32>) {
     (first, (plan.units - first).min(plan.units_per_cta))
 }
 
-/// Where the slice `slice` of unit `unit` (head * 16 + 32-dim chunk) starts in a partial:
-/// its head and first dim.
-pub(super) fn unit_cell(unit: Val<u32>, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
-    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
-    (
-        unit / chunks,
-        unit % chunks * UNIT_DIMS + slice * VALUES_PER_THREAD,
-    )
+/// Units a head has: its 32-dim chunks.
+pub(super) const CHUNKS: u32 = output::CHUNKS_PER_HEAD as u32;
+
+/// The first chunk inverse RoPE rotates (dims >= 448).
+const ROPE_CHUNK: u32 = ROPE_START as u32 / UNIT_DIMS;
+
+/// Where the slice `slice` of chunk `chunk` of head `head` starts in a partial: its head
+/// and first dim.
+pub(super) fn cell(head: Val<u32>, chunk: Val<u32>, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
+    (head, chunk * UNIT_DIMS + slice * VALUES_PER_THREAD)
 }
 
 /// A thread's output unit in one merge pass.
@@ -57,16 +59,6 @@ pub(super) struct UnitSlot {
     /// The head in the key's group, and its 32-dim chunk.
     pub head: Val<u32>,
     pub chunk: Val<u32>,
-}
-
-impl UnitSlot {
-    /// Where the slice `slice` of the unit starts in a partial: its head and first dim.
-    pub fn cell(&self, slice: Val<u32>) -> (Val<u32>, Val<u32>) {
-        (
-            self.head,
-            self.chunk * UNIT_DIMS + slice * VALUES_PER_THREAD,
-        )
-    }
 }
 
 /// Where every thread keeps one head through all the merge passes: the chunks of its head
@@ -82,12 +74,10 @@ impl UnitSlot {
 /// tiles, took it past the 128-register cap (8 bytes spilled, 0.7% slower on an H100).
 /// None: the slots take the CTA's units in order.
 pub(super) fn chunks_a_pass(plan: &Plan) -> Option<u32> {
-    let slots = THREADS as u32 / THREADS_PER_UNIT;
-    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
-    let fills = plan.units_per_cta == slots * plan.merge_passes
+    let fills = plan.units_per_cta == MERGE_SLOTS * plan.merge_passes
         && plan.units % plan.units_per_cta == 0
-        && chunks % plan.merge_passes == 0;
-    (fills && plan.partials() > 1).then(|| chunks / plan.merge_passes)
+        && CHUNKS % plan.merge_passes == 0;
+    (fills && plan.partials() > 1).then(|| CHUNKS / plan.merge_passes)
 }
 
 /// Whether a thread merges one head in every pass ([`chunks_a_pass`], or a single pass).
@@ -99,18 +89,16 @@ pub(super) fn one_head_a_thread(plan: &Plan) -> bool {
 /// otherwise slot `tid / 8` of pass `pass` takes the CTA's unit `slot + 64 pass`, the idle
 /// slots past the CTA's units its last one).
 pub(super) fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> UnitSlot {
-    let chunks = HEAD_DIM as u32 / UNIT_DIMS;
-    let slots = THREADS as u32 / THREADS_PER_UNIT;
     let slot = tid / THREADS_PER_UNIT;
-    let index = slot + pass * slots;
+    let index = slot + pass * MERGE_SLOTS;
     match chunks_a_pass(plan) {
         Some(per_pass) => {
-            let first_head = rank * (plan.units_per_cta / chunks);
+            let first_head = rank * (plan.units_per_cta / CHUNKS);
             let head = first_head + slot / per_pass;
             let chunk = slot % per_pass + pass * per_pass;
             UnitSlot {
                 index,
-                unit: head * chunks + chunk,
+                unit: head * CHUNKS + chunk,
                 head,
                 chunk,
             }
@@ -121,8 +109,8 @@ pub(super) fn unit_of(plan: &Plan, pass: u32, tid: Val<u32>, rank: Val<u32>) -> 
             UnitSlot {
                 index,
                 unit,
-                head: unit / chunks,
-                chunk: unit % chunks,
+                head: unit / CHUNKS,
+                chunk: unit % CHUNKS,
             }
         }
     }
@@ -140,7 +128,8 @@ pub fn pull_partials(
     let slice = tid % THREADS_PER_UNIT;
     let mut pulls = Vec::new();
     for pass in 0..plan.merge_passes {
-        let (head, dim) = unit_of(plan, pass, tid, rank).cell(slice);
+        let unit = unit_of(plan, pass, tid, rank);
+        let (head, dim) = cell(unit.head, unit.chunk, slice);
         let locals: Vec<_> = buf.partials.iter().map(|p| p.at(head, dim)).collect();
         let mut parts = Vec::new();
         for part in 0..plan.partials() {
@@ -323,8 +312,7 @@ impl<'a> MergeAndStore<'a> {
     /// time where a thread keeps its head ([`chunks_a_pass`]: pass p takes chunks
     /// `[k p, k p + k)`).
     fn may_rotate(&self, pass: u32) -> bool {
-        let rope_chunk = ROPE_START as u32 / UNIT_DIMS;
-        chunks_a_pass(self.plan).is_none_or(|k| (pass + 1) * k > rope_chunk)
+        chunks_a_pass(self.plan).is_none_or(|k| (pass + 1) * k > ROPE_CHUNK)
     }
 
     /// Inverse GPT-J RoPE of this thread's values `o` of chunk `chunk` on dims >= 448
@@ -332,9 +320,8 @@ impl<'a> MergeAndStore<'a> {
     #[device]
     fn inverse_rope(&self, chunk: Val<u32>, o: [Val<f32>; 4]) -> Vec<Val<f32>> {
         let (buf, slice) = (self.buf, self.slice);
-        let rope_chunk = ROPE_START as u32 / UNIT_DIMS;
-        let is_rope = chunk >= rope_chunk;
-        let pair0 = (chunk * 16 + slice * 2).max(rope_chunk * 16) - rope_chunk * 16;
+        let is_rope = chunk >= ROPE_CHUNK;
+        let pair0 = (chunk * 16 + slice * 2).max(ROPE_CHUNK * 16) - ROPE_CHUNK * 16;
         let cosines = load_vec::<f32, 2, _>(buf.cos_sin.at1(pair0));
         let sines = load_vec::<f32, 2, _>(buf.cos_sin.at1(pair0 + ROPE_DIM as u32 / 2));
         let mut x = Vec::new();

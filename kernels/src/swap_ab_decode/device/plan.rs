@@ -75,6 +75,9 @@ impl HiLo {
 /// Threads that cooperate on one output unit in the merge (4 dims = 16 bytes each).
 pub const THREADS_PER_UNIT: u32 = 8;
 
+/// Output units a merge pass takes: one a group of [`THREADS_PER_UNIT`] threads.
+pub const MERGE_SLOTS: u32 = THREADS as u32 / THREADS_PER_UNIT;
+
 /// Words between the end of one head's row of the fp32 partial and the next row's start
 /// ([`Plan::partial_layout`] says why).
 const PARTIAL_ROW_PAD_WORDS: i64 = 4;
@@ -105,7 +108,7 @@ impl Plan {
             q_pieces: heads * HEAD_DIM as u32 / 8 / THREADS as u32,
             units,
             units_per_cta,
-            merge_passes: units_per_cta.div_ceil(THREADS as u32 / THREADS_PER_UNIT),
+            merge_passes: units_per_cta.div_ceil(MERGE_SLOTS),
             s_column,
             tmem_columns: if s_column + heads <= 256 { 256 } else { 512 },
             teams,
