@@ -199,7 +199,14 @@
 //! value (half the SASS; on the H200 "no instruction" stalls fell from 9.9% to 3.1% of the
 //! samples and the wait at the end-of-token barrier from 7.5% to 2.2%, yet the time stayed
 //! within 1% of this kernel's and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on
-//! the shared-memory pipe instead; the README's "One copy of the team loop").
+//! the shared-memory pipe instead; the README's "One copy of the team loop"). Nor were
+//! the stage's copies preceded by L2 prefetches of the tile after next (1.04-1.11x: each
+//! is one more bulk operation a row), the O MMA issued K-step by K-step or S in two
+//! accumulators (within 1%), or the column max reduced by the S warps (P is written over
+//! the S stand-in, so the barrier it would drop also orders those writes after every
+//! warp's reads of S). Left out part by part on an H100, the MMAs cost 18% of the s_q 512
+//! time, the dequant 13% and memory 4%; the rest is the tile's bookkeeping and each
+//! token's prologue and merge (the README's "Where the streamed tile's time goes").
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
