@@ -200,7 +200,7 @@
 //! samples and the wait at the end-of-token barrier from 7.5% to 2.2%, yet the time stayed
 //! within 1% of this kernel's and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on
 //! the shared-memory pipe instead; the README's "One copy of the team loop"). Nor were
-//! the stage's copies preceded by L2 prefetches of the tile after next (1.04-1.11x: each
+//! the stage's copies preceded by L2 prefetches of the tile after next (1.01-1.11x: each
 //! is one more bulk operation a row), the O MMA issued K-step by K-step or S in two
 //! accumulators (within 1%), or the column max reduced by the S warps (P is written over
 //! the S stand-in, so the barrier it would drop also orders those writes after every
