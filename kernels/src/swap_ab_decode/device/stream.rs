@@ -206,9 +206,10 @@
 //! the S stand-in, so the barrier it would drop also orders those writes after every
 //! warp's reads of S), nor, with softmax warps that own whole rows so that the barrier
 //! can go, the kernel without it (1.006x at s_q 512 on an H100: 1.7% more instructions,
-//! and the warps did not wait there; the README has the figures). Left out part by part on an H100, the MMAs cost 18% of the s_q 512
-//! time, the dequant 13% and memory 4%; the rest is the tile's bookkeeping and each
-//! token's prologue and merge (the README's "Where the streamed tile's time goes").
+//! and the warps did not wait there; the README has the figures). Left out part by part
+//! on an H100, the MMAs cost 18% of the s_q 512 time, the dequant 13% and memory 4%; the
+//! rest is the tile's bookkeeping and each token's prologue and merge (the README's
+//! "Where the streamed tile's time goes").
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
