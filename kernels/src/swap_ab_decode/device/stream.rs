@@ -201,17 +201,17 @@
 //! within 1% of this kernel's and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on
 //! the shared-memory pipe instead; the README's "One copy of the team loop"). Nor were
 //! the stage's copies preceded by L2 prefetches of the tile after next (1.01-1.11x: each
-//! is one more bulk operation a row); in clusters, the teams started together (within 1%:
-//! a cluster's token waits for its busiest CTA's tiles, not for the stagger) or each
-//! worker's later tiles prefetched into L2 at stage 1 (1.04-1.12x); the O MMA issued
-//! K-step by K-step or S in two accumulators (within 1%); or the column max reduced by the S warps (P is written over
+//! is one more bulk operation a row), the O MMA issued K-step by K-step or S in two
+//! accumulators (within 1%), or the column max reduced by the S warps (P is written over
 //! the S stand-in, so the barrier it would drop also orders those writes after every
-//! warp's reads of S), nor, with softmax warps that own whole rows so that the barrier
-//! can go, the kernel without it (1.006x at s_q 512 on an H100: 1.7% more instructions,
-//! and the warps did not wait there; the README has the figures). Left out part by part
-//! on an H100, the MMAs cost 18% of the s_q 512 time, the dequant 13% and memory 4%; the
-//! rest is the tile's bookkeeping and each token's prologue and merge (the README's
-//! "Where the streamed tile's time goes").
+//! warp's reads of S). In clusters, neither the teams started together (within 1%: a
+//! cluster's token waits for its busiest CTA's tiles, not for the stagger) nor each
+//! worker's later tiles prefetched into L2 at stage 1 (1.04-1.12x) was kept. Nor was the
+//! kernel without that barrier, its softmax warps owning whole rows (1.006x at s_q 512 on
+//! an H100: 1.7% more instructions, and the warps did not wait there; the README has the
+//! figures). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time, the
+//! dequant 13% and memory 4%; the rest is the tile's bookkeeping and each token's prologue
+//! and merge (the README's "Where the streamed tile's time goes").
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
