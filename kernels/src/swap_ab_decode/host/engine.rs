@@ -73,6 +73,14 @@ pub enum EngineError {
     Jit(#[from] JitError),
     #[error(transparent)]
     Driver(#[from] cudarc::driver::DriverError),
+    #[error(
+        "the problem's key {problem} does not match the key {launched} that its buffers give \
+         on this device: build the problem for the device's target"
+    )]
+    KeyMismatch {
+        problem: Box<CompileKey>,
+        launched: Box<CompileKey>,
+    },
 }
 
 fn key_for(problem: &DecodeProblem, target: Target) -> CompileKey {
@@ -340,9 +348,13 @@ impl DeviceProblem {
     }
 }
 
-/// Runs the problem on `device` through the host API (the production entry point, or the
-/// debug one with `precast`), waits, and reads the outputs back; `sm_budget` sizes a
-/// persistent grid to fewer SMs than the device's ([`SwapAbDecode::with_sm_budget`]).
+/// Runs the problem's own key on `device` through the host API (the production entry
+/// point, or the debug one with `precast`; its schedule pinned, so that a test of a key
+/// runs that key whatever [`dispatch`] would pick for its token count), waits, and reads
+/// the outputs back; `sm_budget` sizes a persistent grid to fewer SMs than the device's
+/// ([`SwapAbDecode::with_sm_budget`]).
+///
+/// [`dispatch`]: crate::swap_ab_decode::dispatch()
 pub fn run_gpu(
     device: &Arc<Device>,
     problem: &DecodeProblem,
@@ -363,6 +375,19 @@ pub fn run_gpu(
     } else {
         None
     };
+    let schedule = problem.key.schedule;
+    let launched = uploaded
+        .args
+        .check(decode.target())?
+        .with_schedule(schedule)
+        .map_err(DecodeError::from)?
+        .key;
+    if launched != problem.key {
+        return Err(EngineError::KeyMismatch {
+            problem: Box::new(problem.key),
+            launched: Box::new(launched),
+        });
+    }
     stream.synchronize()?;
     let start = Instant::now();
     let call = match &precast_buf {
@@ -370,10 +395,10 @@ pub fn run_gpu(
             let tensor =
                 DeviceTensor::contiguous::<f32>(buf.device_ptr(stream).0, &[s_q, heads, HEAD_DIM]);
             // SAFETY: every tensor addresses a live buffer of its shape (uploaded above).
-            unsafe { decode.launch_debug(stream, &uploaded.args, &tensor)? }
+            unsafe { decode.launch_debug(stream, &uploaded.args, &tensor, Some(schedule))? }
         }
         // SAFETY: as above.
-        None => unsafe { decode.launch(stream, &uploaded.args)? },
+        None => unsafe { decode.launch_with_schedule(stream, &uploaded.args, schedule)? },
     };
     stream.synchronize()?;
     let seconds = start.elapsed().as_secs_f64();

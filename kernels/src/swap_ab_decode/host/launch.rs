@@ -543,6 +543,16 @@ pub struct CheckedCall {
     pub shape: LayerShape,
 }
 
+impl CheckedCall {
+    /// This call with `schedule` in place of [`dispatch`]'s pick, refused where the key's
+    /// shapes do not take it.
+    pub fn with_schedule(mut self, schedule: Schedule) -> Result<CheckedCall, KeyError> {
+        self.key = self.key.with_schedule(schedule);
+        self.key.validate()?;
+        Ok(self)
+    }
+}
+
 /// Checks one cache + slot list + lengths triple; returns (page, record bytes, width).
 fn check_list(
     names: [&'static str; 3],
@@ -1057,9 +1067,7 @@ impl SwapAbDecode {
         args: &DecodeArgs,
         schedule: Schedule,
     ) -> Result<CheckedCall, DecodeError> {
-        let mut call = args.check(self.target)?;
-        call.key = call.key.with_schedule(schedule);
-        call.key.validate()?;
+        let call = args.check(self.target)?.with_schedule(schedule)?;
         // SAFETY: as this function's contract.
         unsafe { self.launch_checked(stream, args, call) }
     }
@@ -1106,7 +1114,9 @@ impl SwapAbDecode {
     }
 
     /// [`SwapAbDecode::launch`] of the debug entry point, which also writes the fp32 output
-    /// before the cast to `precast` (`[s_q, heads, 512]` f32, contiguous).
+    /// before the cast to `precast` (`[s_q, heads, 512]` f32, contiguous); `schedule` pins
+    /// the schedule as [`SwapAbDecode::launch_with_schedule`] does (`None`: [`dispatch`]'s
+    /// pick).
     ///
     /// # Safety
     /// As [`SwapAbDecode::launch`], and `precast` must address `s_q * heads * 512` f32.
@@ -1115,8 +1125,12 @@ impl SwapAbDecode {
         stream: &CudaStream,
         args: &DecodeArgs,
         precast: &DeviceTensor,
+        schedule: Option<Schedule>,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check_debug(self.target, precast)?;
+        let mut call = args.check_debug(self.target, precast)?;
+        if let Some(schedule) = schedule {
+            call = call.with_schedule(schedule)?;
+        }
         let kernel = self.for_call(&call, true)?;
         let grid = call.key.grid(call.tokens, self.sms);
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
