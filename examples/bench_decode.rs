@@ -594,7 +594,7 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
     let inputs = Inputs::upload(cfg, sets, &bench.stream, rng);
     let singles = &inputs.calls[..rotation];
     let dispatched = singles[0]
-        .check(bench.decode.target())
+        .check(bench.decode.gpu())
         .expect("valid call")
         .key;
     let mut rows = Vec::new();

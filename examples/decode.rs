@@ -29,7 +29,7 @@ use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{EngineRun, interpret_kernel, run_gpu};
 use kernels::swap_ab_decode::host::MAX_TOKENS;
 use kernels::swap_ab_decode::{
-    CaseSpec, CompileKey, DecodeCase, ExtraRecord, LayerShape, case_file, compare, dispatch,
+    CaseSpec, CompileKey, DecodeCase, ExtraRecord, Gpu, LayerShape, case_file, compare, dispatch,
     generate, reference, swap_ab_decode_debug,
 };
 
@@ -218,7 +218,7 @@ fn run(args: Args) -> Result<bool, Stop> {
             };
             let key = match args.key {
                 Some(key) => key,
-                None => dispatch(&layer, tokens, target)?,
+                None => dispatch(&layer, tokens, &Gpu::of_target(target))?,
             };
             let spec = CaseSpec {
                 key,

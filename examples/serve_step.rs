@@ -25,7 +25,7 @@ use dsl_core::interp::Options;
 use dsl_core::jit::{self, Device};
 use kernels::swap_ab_decode::engine::{DeviceProblem, interpret_kernel};
 use kernels::swap_ab_decode::{
-    CaseSpec, DecodeProblem, LayerShape, SwapAbDecode, compare, dispatch, generate, reference,
+    CaseSpec, DecodeProblem, Gpu, LayerShape, SwapAbDecode, compare, dispatch, generate, reference,
     trace_entry,
 };
 
@@ -46,8 +46,8 @@ const SHAPE: LayerShape = LayerShape {
 };
 
 /// The batch of layer `layer`: its own caches and slot lists, the same shapes.
-fn layer_batch(layer: usize, target: Target, tokens: usize) -> Result<DecodeProblem, String> {
-    let key = dispatch(&SHAPE, tokens, target).map_err(|e| e.to_string())?;
+fn layer_batch(layer: usize, gpu: &Gpu, tokens: usize) -> Result<DecodeProblem, String> {
+    let key = dispatch(&SHAPE, tokens, gpu).map_err(|e| e.to_string())?;
     let spec = CaseSpec {
         key,
         s_q: tokens,
@@ -72,7 +72,7 @@ fn option(name: &str, default: usize) -> Result<usize, String> {
 
 fn on_gpu(device: Arc<Device>, tokens: usize, replays: usize) -> Result<bool, String> {
     let decode = SwapAbDecode::new(device.clone()).map_err(|e| e.to_string())?;
-    let target = decode.target();
+    let gpu = *decode.gpu();
     let started = Instant::now();
     let keys = decode.warmup(&SHAPE).map_err(|e| e.to_string())?;
     println!(
@@ -91,21 +91,21 @@ fn on_gpu(device: Arc<Device>, tokens: usize, replays: usize) -> Result<bool, St
         .map_err(|e| format!("a stream of its own for the capture: {e}"))?;
     let mut problems = Vec::with_capacity(LAYERS);
     let mut layers = Vec::with_capacity(LAYERS);
+    let mut key = None;
     for layer in 0..LAYERS {
-        let problem = layer_batch(layer, target, tokens)?;
+        let problem = layer_batch(layer, &gpu, tokens)?;
         let uploaded = DeviceProblem::upload(&problem, &stream).map_err(|e| e.to_string())?;
-        uploaded
+        let call = uploaded
             .args
-            .check(target)
+            .check(&gpu)
             .map_err(|e| format!("layer {layer}: {e}"))?;
+        key = Some(call.key);
         problems.push(problem);
         layers.push(uploaded);
     }
     stream.synchronize().map_err(|e| e.to_string())?;
-    println!(
-        "check: the arguments of {LAYERS} layers fit key {}",
-        keys[0]
-    );
+    let key = key.ok_or("no layers")?;
+    println!("check: the arguments of {LAYERS} layers fit key {key}");
 
     stream
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -163,8 +163,8 @@ fn on_gpu(device: Arc<Device>, tokens: usize, replays: usize) -> Result<bool, St
 }
 
 fn on_cpu(tokens: usize) -> Result<bool, String> {
-    let target = Target::Sm100a;
-    let key = dispatch(&SHAPE, tokens, target).map_err(|e| e.to_string())?;
+    let gpu = Gpu::of_target(Target::Sm100a);
+    let key = dispatch(&SHAPE, tokens, &gpu).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let kernel = trace_entry(&key, true).map_err(|e| e.to_string())?;
     println!(
@@ -174,7 +174,7 @@ fn on_cpu(tokens: usize) -> Result<bool, String> {
     );
     let mut ok = true;
     for layer in 0..CPU_LAYERS {
-        let problem = layer_batch(layer, target, tokens)?;
+        let problem = layer_batch(layer, &gpu, tokens)?;
         problem
             .validate()
             .map_err(|e| format!("layer {layer}: {e}"))?;

@@ -14,8 +14,9 @@ use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
 use dsl_core::{Target, ptxas};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
-    CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, OutputBuffers,
-    SwapAbDecode, compare, edge_cases, generate, reference, snapshot_keys, variant_keys,
+    CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, Gpu, KeyError,
+    OutputBuffers, SwapAbDecode, compare, edge_cases, generate, reference, snapshot_keys,
+    variant_keys,
 };
 
 /// Counts this thread's heap allocations, so a test can show that a launch makes none.
@@ -293,7 +294,10 @@ fn gpu_decode_persistent_grid_is_bitwise_identical_for_any_sm_budget() {
         .collect();
     assert_identical_and_in_contract(&case, &runs, "launches or SM budgets");
     let refused = SwapAbDecode::new(dev.clone()).unwrap().with_sm_budget(0);
-    assert!(matches!(refused, Err(DecodeError::SmBudget { .. })));
+    assert!(matches!(
+        refused,
+        Err(DecodeError::Key(KeyError::SmBudget { .. }))
+    ));
     eprintln!(
         "gpu_decode_persistent_grid_is_bitwise_identical_for_any_sm_budget: {key}, 300 tokens, \
          the device's SMs twice, 7 and 1: identical bytes"
@@ -316,7 +320,11 @@ fn gpu_decode_launch_allocates_nothing_once_loaded() {
         matches!(refused, DecodeError::NotWarmedUp { .. }),
         "{refused}"
     );
-    let shape = uploaded.args.check(Target::Sm90a).unwrap().shape;
+    let shape = uploaded
+        .args
+        .check(&Gpu::of_target(Target::Sm90a))
+        .unwrap()
+        .shape;
     decode.warmup(&shape).unwrap();
     // SAFETY: the uploaded buffers outlive every launch (the stream is synchronised below).
     unsafe { decode.launch(stream, &uploaded.args) }.unwrap();
@@ -343,7 +351,13 @@ fn gpu_decode_replays_from_a_cuda_graph() {
     let stream = dev.context().new_stream().unwrap();
     let uploaded = DeviceProblem::upload(&case.problem, &stream).unwrap();
     decode
-        .kernel(&uploaded.args.check(Target::Sm90a).unwrap().key)
+        .kernel(
+            &uploaded
+                .args
+                .check(&Gpu::of_target(Target::Sm90a))
+                .unwrap()
+                .key,
+        )
         .unwrap();
     stream.synchronize().unwrap();
     stream
@@ -444,8 +458,9 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
         return;
     };
     let case = realistic(1);
-    let blackwell =
-        SwapAbDecode::for_target(dev.clone(), Target::Sm100a).with_mode(CompileMode::OnDemand);
+    let blackwell = SwapAbDecode::for_target(dev.clone(), Target::Sm100a)
+        .unwrap()
+        .with_mode(CompileMode::OnDemand);
     let uploaded = DeviceProblem::upload(&case.problem, dev.stream()).unwrap();
     // SAFETY: refused before any launch.
     let err = unsafe { blackwell.launch(dev.stream(), &uploaded.args) }.unwrap_err();
@@ -530,7 +545,7 @@ fn gpu_decode_from_cudarc_views_on_a_raw_stream() {
     let decode = SwapAbDecode::new(dev.clone()).unwrap();
     let plain = uploaded.args.clone();
     decode
-        .warmup(&plain.check(Target::Sm90a).unwrap().shape)
+        .warmup(&plain.check(&Gpu::of_target(Target::Sm90a)).unwrap().shape)
         .unwrap();
     {
         // Q through a read view, out_data through a write view, out_scale through the slice.

@@ -5,7 +5,7 @@ use dsl_core::Target;
 use dsl_core::ir::ElemTy;
 use half::bf16;
 use kernels::swap_ab_decode::{
-    DecodeArgs, DecodeError, DeviceTensor, ExtraRecord, KeyError, Schedule,
+    DecodeArgs, DecodeError, DeviceTensor, ExtraRecord, Gpu, KeyError, Schedule,
 };
 
 const S_Q: usize = 3;
@@ -36,14 +36,14 @@ fn valid() -> DecodeArgs {
 fn error(change: impl FnOnce(&mut DecodeArgs)) -> String {
     let mut args = valid();
     change(&mut args);
-    args.check(Target::Sm100a)
+    args.check(&Gpu::of_target(Target::Sm100a))
         .expect_err("the change must be refused")
         .to_string()
 }
 
 #[test]
 fn a_valid_call_gives_its_key() {
-    let call = valid().check(Target::Sm100a).unwrap();
+    let call = valid().check(&Gpu::of_target(Target::Sm100a)).unwrap();
     assert_eq!(call.tokens, S_Q);
     assert_eq!(call.key.heads, 32);
     assert_eq!(call.key.swa_page, 64);
@@ -295,9 +295,12 @@ fn a_precast_buffer_is_checked_like_an_output() {
     let precast = |ptr, strides: &[usize]| DeviceTensor::new::<f32>(ptr, &[S_Q, 32, 512], strides);
     let contiguous = [32 * 512, 512, 1];
     let ok = precast(at(13), &contiguous);
-    assert!(args.check_debug(Target::Sm100a, &ok).is_ok());
+    assert!(
+        args.check_debug(&Gpu::of_target(Target::Sm100a), &ok)
+            .is_ok()
+    );
     let message = |p: &DeviceTensor| {
-        args.check_debug(Target::Sm100a, p)
+        args.check_debug(&Gpu::of_target(Target::Sm100a), p)
             .expect_err("the precast buffer must be refused")
             .to_string()
     };
@@ -324,7 +327,7 @@ fn key_errors_keep_their_type() {
     args.heads = 16;
     args.extra_cache.shape[1] = 12;
     args.extra_cache.strides = vec![12 * 288, 288, 1];
-    match args.check(Target::Sm90a) {
+    match args.check(&Gpu::of_target(Target::Sm90a)) {
         Err(DecodeError::Key(KeyError::Page { page: 12, .. })) => {}
         other => panic!("expected a page error, got {other:?}"),
     }
@@ -346,7 +349,7 @@ fn chain(err: &dyn std::error::Error) -> Vec<String> {
 fn wrapped_errors_print_their_cause_once() {
     let mut args = valid();
     args.heads = 24;
-    let decode = args.check(Target::Sm100a).unwrap_err();
+    let decode = args.check(&Gpu::of_target(Target::Sm100a)).unwrap_err();
     assert!(matches!(
         decode,
         DecodeError::Key(KeyError::Heads { heads: 24 })

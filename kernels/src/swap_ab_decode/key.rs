@@ -196,7 +196,7 @@ impl Schedule {
     /// tiles, the same with a cluster for every 16 heads, streamed by 1 to
     /// [`MAX_STREAMED_CTAS`] CTAs of 16 heads, then by one CTA of 32 (clusters of 32-head
     /// CTAs trace and run, but no GPU has timed them).
-    pub fn candidates() -> impl Iterator<Item = Schedule> {
+    pub fn candidates() -> impl Iterator<Item = Schedule> + Clone {
         [
             Schedule::SPLIT,
             Schedule::SPLIT_HALF_TILES,
@@ -266,7 +266,11 @@ pub struct CompileKey {
     pub schedule: Schedule,
 }
 
-/// Why a set of fields is not a valid [`CompileKey`].
+/// Why a set of fields is not a valid [`CompileKey`], or a [`Gpu`] description is not one
+/// [`dispatch`] can use.
+///
+/// [`Gpu`]: crate::swap_ab_decode::Gpu
+/// [`dispatch`]: crate::swap_ab_decode::dispatch()
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyError {
@@ -298,6 +302,13 @@ pub enum KeyError {
          to min({tiles}, {MAX_CLUSTER}) CTAs, so that every CTA has a tile"
     )]
     StreamedCtas { ctas: usize, tiles: usize },
+    #[error("a GPU of {sms} SMs: give the device's SM count")]
+    Sms { sms: usize },
+    #[error(
+        "an SM budget of {sms} for a device of {device_sms} SMs: give between 1 and {device_sms} \
+         (the SMs a persistent launch may fill, e.g. fewer to leave some to another stream)"
+    )]
+    SmBudget { sms: usize, device_sms: usize },
     #[error("split compressed tiles have 64 or 128 rows, got {rows}")]
     SplitRows { rows: usize },
     #[error(
@@ -447,11 +458,18 @@ impl CompileKey {
     /// ```
     pub fn grid(&self, tokens: usize, sms: usize) -> [u32; 3] {
         let groups = self.head_groups();
-        let rows = match self.schedule {
-            Schedule::Streamed { ctas: 1, .. } => tokens.min((sms / groups).max(1)),
-            _ => tokens,
+        let rows = if self.is_persistent() {
+            tokens.min((sms / groups).max(1))
+        } else {
+            tokens
         };
         [self.cluster_size() as u32, rows as u32, groups as u32]
+    }
+
+    /// Whether the launch grid is persistent ([`CompileKey::grid`]): a streamed key of one
+    /// CTA a token.
+    pub fn is_persistent(&self) -> bool {
+        matches!(self.schedule, Schedule::Streamed { ctas: 1, .. })
     }
 
     /// Live heads one cluster computes.

@@ -41,7 +41,7 @@ pub use cache::PagedCache;
 pub use case_file::{CaseFile, CaseFileError};
 #[cfg(feature = "testing")]
 pub use cases::{CaseSpec, DecodeCase, edge_case_keys, edge_cases, generate, realistic_keys};
-pub use dispatch::{LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
+pub use dispatch::{Gpu, LayerShape, dispatch, snapshot_keys, variant_keys, warmup_keys};
 pub use host::{Bound, CompileMode, DecodeArgs, DecodeError, DeviceTensor, SwapAbDecode};
 pub use kernel::{entry_name, swap_ab_decode, swap_ab_decode_debug, trace_entry};
 pub use key::{CompileKey, ExtraRecord, KeyError, MAX_STREAMED_CTAS, Schedule};

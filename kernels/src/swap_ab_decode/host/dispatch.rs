@@ -3,6 +3,7 @@
 
 use dsl_core::Target;
 
+use super::launch::MAX_TOKENS;
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::stream::busiest_cta_tiles;
 use crate::swap_ab_decode::key::MIN_MMA_HEADS;
@@ -39,13 +40,80 @@ impl std::fmt::Display for LayerShape {
     }
 }
 
-/// The key of a call of `tokens` query tokens with these shapes on `target`, validated:
-/// of the schedules the key allows ([`Schedule::candidates`]), the one whose launch the
-/// model of [`modelled_us`] says is shortest.
+/// The GPU a launch runs on, as [`dispatch`]'s model sees it: the target, the SMs a launch
+/// of clusters spreads over (the device's), and the SMs a persistent grid (a streamed key
+/// of one CTA a token) is sized to: the device's, or fewer where
+/// [`SwapAbDecode::with_sm_budget`](crate::swap_ab_decode::SwapAbDecode::with_sm_budget)
+/// leaves some to other work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Gpu {
+    target: Target,
+    sms: usize,
+    persistent_sms: usize,
+}
+
+impl Gpu {
+    /// A GPU of `sms` SMs (a device's `sm_count`).
+    pub fn new(target: Target, sms: usize) -> Result<Gpu, KeyError> {
+        if sms == 0 {
+            return Err(KeyError::Sms { sms });
+        }
+        Ok(Gpu {
+            target,
+            sms,
+            persistent_sms: sms,
+        })
+    }
+
+    /// The GPU each target's model was checked on: an H100 SXM or H200 (132 SMs) for
+    /// sm_90a, a B200 (148) for sm_100a. Code that knows its device passes its SM count to
+    /// [`Gpu::new`] instead: an H100 PCIe has 114, an H20 78.
+    pub fn of_target(target: Target) -> Gpu {
+        let sms = match target {
+            Target::Sm90a => 132,
+            Target::Sm100a => 148,
+        };
+        Gpu {
+            target,
+            sms,
+            persistent_sms: sms,
+        }
+    }
+
+    /// This GPU with persistent grids sized to `sms` of its SMs, 1 to all of them.
+    pub fn with_persistent_sms(self, sms: usize) -> Result<Gpu, KeyError> {
+        if sms == 0 || sms > self.sms {
+            return Err(KeyError::SmBudget {
+                sms,
+                device_sms: self.sms,
+            });
+        }
+        Ok(Gpu {
+            persistent_sms: sms,
+            ..self
+        })
+    }
+
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    pub fn sms(&self) -> usize {
+        self.sms
+    }
+
+    pub fn persistent_sms(&self) -> usize {
+        self.persistent_sms
+    }
+}
+
+/// The key of a call of `tokens` query tokens with these shapes on `gpu`, validated: of the
+/// schedules the key allows ([`Schedule::candidates`]), the one whose launch the model of
+/// [`modelled_us`] says is shortest.
 ///
 /// ```
 /// use dsl_core::Target;
-/// use kernels::swap_ab_decode::{LayerShape, Schedule, dispatch, warmup_keys};
+/// use kernels::swap_ab_decode::{Gpu, LayerShape, Schedule, dispatch, warmup_keys};
 ///
 /// let shape = LayerShape {
 ///     heads: 16,
@@ -55,16 +123,30 @@ impl std::fmt::Display for LayerShape {
 ///     swa_page: 64,
 ///     extra_page: 16,
 /// };
-/// let one = dispatch(&shape, 1, Target::Sm90a)?;
-/// let some = dispatch(&shape, 64, Target::Sm90a)?;
-/// let many = dispatch(&shape, 512, Target::Sm90a)?;
+/// let h200 = Gpu::of_target(Target::Sm90a);
+/// let one = dispatch(&shape, 1, &h200)?;
+/// let some = dispatch(&shape, 64, &h200)?;
+/// let many = dispatch(&shape, 512, &h200)?;
 /// assert_eq!(one.schedule, Schedule::SPLIT_HALF_TILES);
 /// assert_eq!(some.schedule, Schedule::streamed(2));
 /// assert_eq!(many.schedule, Schedule::STREAMED);
-/// assert!(warmup_keys(&shape, Target::Sm90a)?.contains(&some));
+/// assert!(warmup_keys(&shape, &h200)?.contains(&some));
+/// // Persistent grids of 16 SMs: 512 tokens go to clusters, which take every SM.
+/// let shared = h200.with_persistent_sms(16)?;
+/// assert_eq!(dispatch(&shape, 512, &shared)?.schedule, Schedule::streamed(2));
 /// # Ok::<(), kernels::swap_ab_decode::KeyError>(())
 /// ```
-pub fn dispatch(shape: &LayerShape, tokens: usize, target: Target) -> Result<CompileKey, KeyError> {
+pub fn dispatch(shape: &LayerShape, tokens: usize, gpu: &Gpu) -> Result<CompileKey, KeyError> {
+    let keys = candidates(shape, gpu.target)?.map(|key| (key, round_us(&key)));
+    Ok(fastest(keys, tokens, gpu))
+}
+
+/// The key of every schedule `shape` takes on `target`, in [`Schedule::candidates`]'
+/// order; where it takes none, the first one's error.
+fn candidates(
+    shape: &LayerShape,
+    target: Target,
+) -> Result<impl Iterator<Item = CompileKey> + Clone, KeyError> {
     let base = CompileKey {
         heads: shape.heads,
         swa_width: shape.swa_width,
@@ -75,42 +157,50 @@ pub fn dispatch(shape: &LayerShape, tokens: usize, target: Target) -> Result<Com
         target,
         schedule: Schedule::SPLIT,
     };
-    let mut best: Option<(f64, CompileKey)> = None;
-    let mut first_error = None;
-    for schedule in Schedule::candidates() {
-        let key = base.with_schedule(schedule);
-        match key.validate() {
-            Ok(()) => {
-                let us = modelled_us(&key, tokens);
-                if best.is_none_or(|(b, _)| us < b) {
-                    best = Some((us, key));
-                }
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
+    let keys = Schedule::candidates().map(move |schedule| base.with_schedule(schedule));
+    let mut valid = keys.clone().filter(|key| key.validate().is_ok()).peekable();
+    if valid.peek().is_none() {
+        let mut errors = keys.filter_map(|key| key.validate().err());
+        return Err(errors.next().expect("Schedule::candidates is never empty"));
     }
-    match (best, first_error) {
-        (Some((_, key)), _) => Ok(key),
-        (None, Some(e)) => Err(e),
-        (None, None) => unreachable!("Schedule::candidates is never empty"),
-    }
+    Ok(valid)
 }
 
-/// The modelled time of a launch of `key` for `tokens` tokens, in microseconds at 1.98 GHz:
-/// rounds of the CTAs the GPU holds at once (`ctas_at_once`) times the time of one CTA, a
+/// Of `keys`, each with its modelled time of one round ([`round_us`]), the one whose
+/// launch for `tokens` tokens on `gpu` is shortest; the first of equals.
+fn fastest(keys: impl Iterator<Item = (CompileKey, f64)>, tokens: usize, gpu: &Gpu) -> CompileKey {
+    let modelled =
+        |(key, per_round): (CompileKey, f64)| (rounds(&key, tokens, gpu) as f64 * per_round, key);
+    let mut keys = keys.map(modelled);
+    let first = keys.next().expect("a layer takes at least one schedule");
+    keys.fold(
+        first,
+        |best, next| if next.0 < best.0 { next } else { best },
+    )
+    .1
+}
+
+/// The modelled time of a launch of `key` for `tokens` tokens on `gpu`, in microseconds
+/// at 1.98 GHz: the rounds of CTAs it takes ([`rounds`]) times the time of one CTA, a
 /// streamed CTA's by the tiles of its busiest one ([`busiest_cta_tiles`]); each of
-/// [`MODEL_US`]'s constants times how often [`model_terms`] counts it. The constants are
-/// a least-squares fit (relative error) to the H100 timings in `host/sweeps/` (every
+/// [`MODEL_US`]'s constants times how often [`round_terms`] counts it. The constants are a
+/// least-squares fit (relative error) to the H100 timings in `host/sweeps/` (every
 /// candidate schedule, 16 and 32 heads, NE 512 and 1024, fp8 and NVFP4, s_q 1 to 512; a
 /// test refits them); the model picks what was measured fastest there or one within 10%
 /// of it, and so it does on the H200 tables of revisions fe8b635 and 3d2a3d0, not fitted.
-/// Only the ratios between schedules matter; sm_100a assumes a B200's SM count and the
-/// same ratios (not measured).
-pub fn modelled_us(key: &CompileKey, tokens: usize) -> f64 {
-    let terms = model_terms(key, tokens);
-    terms.iter().zip(MODEL_US).map(|(n, us)| n * us).sum()
+/// Only the ratios between schedules matter; sm_100a assumes the same ratios (not
+/// measured).
+pub fn modelled_us(key: &CompileKey, tokens: usize, gpu: &Gpu) -> f64 {
+    rounds(key, tokens, gpu) as f64 * round_us(key)
+}
+
+/// The modelled time of one round of `key`'s CTAs.
+fn round_us(key: &CompileKey) -> f64 {
+    round_terms(key)
+        .iter()
+        .zip(MODEL_US)
+        .map(|(n, us)| n * us)
+        .sum()
 }
 
 /// The model's constants in microseconds, indexed by the terms below:
@@ -130,16 +220,13 @@ const STREAM_ROWS: usize = 5;
 const CLUSTER_MERGE: usize = 6;
 const STREAM_32_HEADS_ROWS: [usize; 2] = [7, 8];
 
-/// How many times a launch of `key` for `tokens` tokens takes each of [`MODEL_US`].
-fn model_terms(key: &CompileKey, tokens: usize) -> [f64; MODEL_TERMS] {
-    let cluster = key.cluster_size();
-    let ctas = tokens * key.head_groups() * cluster;
-    let rounds = ctas.div_ceil(ctas_at_once(key.target, cluster)) as f64;
+/// How many times one round of `key`'s CTAs takes each of [`MODEL_US`].
+fn round_terms(key: &CompileKey) -> [f64; MODEL_TERMS] {
     let mut terms = [0.0; MODEL_TERMS];
     match key.schedule {
         Schedule::Split { extra_rows, .. } => {
             let heads = usize::from(key.mma_heads() > MIN_MMA_HEADS);
-            terms[SPLIT_CTA[usize::from(extra_rows < TILE)][heads]] = rounds;
+            terms[SPLIT_CTA[usize::from(extra_rows < TILE)][heads]] = 1.0;
         }
         Schedule::Streamed { ctas, cta_heads } => {
             let plan = Plan::new(key);
@@ -149,27 +236,36 @@ fn model_terms(key: &CompileKey, tokens: usize) -> [f64; MODEL_TERMS] {
             } else {
                 STREAM_ROWS
             };
-            terms[STREAM_START] = rounds;
-            terms[rows_term] = rounds * rows;
+            terms[STREAM_START] = 1.0;
+            terms[rows_term] = rows;
             if ctas > 1 {
-                terms[CLUSTER_MERGE] = rounds;
+                terms[CLUSTER_MERGE] = 1.0;
             }
         }
     }
     terms
 }
 
-/// CTAs of `cluster`-CTA clusters that run at once, one a SM (every key takes more than
-/// half of an SM's shared memory). A cluster's CTAs share a GPC, so larger clusters leave
-/// SMs idle. On the H100 and H200 (132 SMs; where a launch's time steps up with the token
-/// count): pairs fill all 132; clusters of 3 held 108 CTAs at once, of 4 112 but not
-/// 128, of 6 96 but not 108 (split at NE 512 took three rounds' time at 36 tokens), of 10
-/// 60 but not 80.
-fn ctas_at_once(target: Target, cluster: usize) -> usize {
-    let sms = match target {
-        Target::Sm90a => 132,
-        Target::Sm100a => 148,
-    };
+/// The rounds of CTAs a launch of `key` for `tokens` tokens takes on `gpu`: a persistent
+/// grid's CTA walks the tokens of its row of the grid ([`CompileKey::grid`]), one after
+/// another; clusters take as many rounds as [`ctas_at_once`] of them fit in the GPU's.
+fn rounds(key: &CompileKey, tokens: usize, gpu: &Gpu) -> usize {
+    if key.is_persistent() {
+        let rows = key.grid(tokens, gpu.persistent_sms)[1] as usize;
+        return tokens.div_ceil(rows.max(1));
+    }
+    let cluster = key.cluster_size();
+    let ctas = tokens * key.head_groups() * cluster;
+    ctas.div_ceil(ctas_at_once(gpu.sms, cluster))
+}
+
+/// CTAs of `cluster`-CTA clusters that run at once on `sms` SMs, one a SM (every key takes
+/// more than half of an SM's shared memory). A cluster's CTAs share a GPC, so larger
+/// clusters leave SMs idle. On the H100 and H200 (132 SMs; where a launch's time steps up
+/// with the token count): pairs fill all 132; clusters of 3 held 108 CTAs at once, of 4
+/// 112 but not 128, of 6 96 but not 108 (split at NE 512 took three rounds' time at 36
+/// tokens), of 10 60 but not 80. Other SM counts take the same fractions (not measured).
+fn ctas_at_once(sms: usize, cluster: usize) -> usize {
     let usable = match cluster {
         1 | 2 => sms,
         3 | 4 => sms * 9 / 10,
@@ -179,24 +275,24 @@ fn ctas_at_once(target: Target, cluster: usize) -> usize {
     (usable / cluster).max(1) * cluster
 }
 
-/// Every key a layer of this shape can hit on `target`, whatever its token count: compile
+/// Every key a layer of this shape can hit on `gpu`, whatever its token count: compile
 /// these at start-up and no decode step compiles (the token count is a grid dimension;
-/// it only picks the schedule).
-pub fn warmup_keys(shape: &LayerShape, target: Target) -> Result<Vec<CompileKey>, KeyError> {
+/// it only picks the schedule). Every token count a launch takes is tried; the model's
+/// time of a schedule is its rounds times a constant, so this costs no more than a few
+/// arithmetic operations a count.
+pub fn warmup_keys(shape: &LayerShape, gpu: &Gpu) -> Result<Vec<CompileKey>, KeyError> {
+    let schedules: Vec<(CompileKey, f64)> = candidates(shape, gpu.target)?
+        .map(|key| (key, round_us(&key)))
+        .collect();
     let mut keys: Vec<CompileKey> = Vec::new();
-    // Past a few waves of the largest GPU every schedule's time grows in proportion to
-    // the token count, so the pick no longer changes.
-    for tokens in 1..=WARMUP_TOKENS {
-        let key = dispatch(shape, tokens, target)?;
+    for tokens in 1..=MAX_TOKENS {
+        let key = fastest(schedules.iter().copied(), tokens, gpu);
         if !keys.contains(&key) {
             keys.push(key);
         }
     }
     Ok(keys)
 }
-
-/// Token counts [`warmup_keys`] tries.
-const WARMUP_TOKENS: usize = 2048;
 
 /// The keys whose PTX is kept as reviewed snapshots. Split: heads {16, 32} x {fp8, NVFP4}
 /// x (NK, NE) in {(128, 512), (128, 1024)} with 64-slot pages, partial tiles (NK 100,
@@ -289,25 +385,30 @@ mod tests {
         }
     }
 
+    /// The GPUs of the sweeps below: an H100 SXM or H200, 132 SMs.
+    fn hopper() -> Gpu {
+        Gpu::of_target(Target::Sm90a)
+    }
+
     #[test]
     fn dispatch_builds_and_checks_the_key() {
-        let key = dispatch(&shape(), 1, Target::Sm100a).unwrap();
+        let key = dispatch(&shape(), 1, &Gpu::of_target(Target::Sm100a)).unwrap();
         assert_eq!(key.extra_record, ExtraRecord::Nvfp4);
         // One token: two clusters of 16 heads, each split into half tiles, 2 SWA and 8
         // compressed CTAs.
         let half_tiles = Schedule::SPLIT_HALF_TILES_16_HEADS;
         assert_eq!((key.schedule, key.cluster_size()), (half_tiles, 10));
         assert_eq!(key.head_groups(), 2);
-        let some = dispatch(&shape(), 16, Target::Sm100a).unwrap();
+        let some = dispatch(&shape(), 16, &Gpu::of_target(Target::Sm100a)).unwrap();
         assert_eq!((some.schedule, some.cluster_size()), (Schedule::SPLIT, 6));
-        let many = dispatch(&shape(), 4096, Target::Sm100a).unwrap();
+        let many = dispatch(&shape(), 4096, &Gpu::of_target(Target::Sm100a)).unwrap();
         assert_eq!(many, key.with_schedule(Schedule::STREAMED));
         let bad = LayerShape {
             extra_record_bytes: 300,
             ..shape()
         };
         assert_eq!(
-            dispatch(&bad, 1, Target::Sm100a),
+            dispatch(&bad, 1, &Gpu::of_target(Target::Sm100a)),
             Err(KeyError::Record { bytes: 300 })
         );
         let bad = LayerShape {
@@ -315,7 +416,7 @@ mod tests {
             ..shape()
         };
         assert_eq!(
-            dispatch(&bad, 1, Target::Sm90a),
+            dispatch(&bad, 1, &Gpu::of_target(Target::Sm90a)),
             Err(KeyError::Heads { heads: 24 })
         );
         let bad = LayerShape {
@@ -323,7 +424,7 @@ mod tests {
             ..shape()
         };
         assert!(matches!(
-            dispatch(&bad, 1, Target::Sm90a),
+            dispatch(&bad, 1, &Gpu::of_target(Target::Sm90a)),
             Err(KeyError::Page { page: 48, .. })
         ));
         let long = LayerShape {
@@ -331,7 +432,7 @@ mod tests {
             ..shape()
         };
         // 17 tiles are more than a split cluster holds: a cluster of 4 streams them.
-        let key = dispatch(&long, 1, Target::Sm90a).unwrap();
+        let key = dispatch(&long, 1, &Gpu::of_target(Target::Sm90a)).unwrap();
         assert_eq!((key.schedule, key.tiles()), (Schedule::streamed(4), 17));
         assert!(matches!(
             key.with_schedule(Schedule::SPLIT).validate(),
@@ -343,18 +444,64 @@ mod tests {
             ..shape()
         };
         assert!(matches!(
-            dispatch(&bad, 1, Target::Sm90a),
+            dispatch(&bad, 1, &Gpu::of_target(Target::Sm90a)),
             Err(KeyError::Cluster { tiles: 0, .. })
         ));
     }
 
+    /// A persistent grid's rounds follow the SMs it is sized to; clusters take the
+    /// device's. With fewer SMs for the persistent grid, it wins fewer token counts.
+    #[test]
+    fn dispatch_weighs_the_sm_budget() {
+        let shape = LayerShape {
+            heads: 16,
+            extra_record_bytes: 528,
+            ..shape()
+        };
+        let persistent = |gpu: &Gpu| {
+            (1..=2048)
+                .filter(|&tokens| dispatch(&shape, tokens, gpu).unwrap().is_persistent())
+                .collect::<Vec<_>>()
+        };
+        let budget = |sms| persistent(&hopper().with_persistent_sms(sms).unwrap());
+        let (full, most, half) = (budget(132), budget(100), budget(66));
+        assert_eq!((full.len(), full[0]), (1916, 67));
+        assert_eq!((most.len(), most[0]), (344, 67));
+        // Half the SMs: a pair a token over all of them takes the same rounds, each shorter.
+        assert!(half.is_empty());
+        let key = dispatch(&shape, 512, &hopper()).unwrap();
+        let rounds_of = |sms| rounds(&key, 512, &hopper().with_persistent_sms(sms).unwrap());
+        assert_eq!([rounds_of(132), rounds_of(66), rounds_of(7)], [4, 8, 74]);
+        // An H20's 78 SMs: the persistent grid takes 512 tokens in 7 rounds.
+        let h20 = Gpu::new(Target::Sm90a, 78).unwrap();
+        assert_eq!(rounds(&key, 512, &h20), 7);
+        assert_eq!(
+            hopper().with_persistent_sms(133),
+            Err(KeyError::SmBudget {
+                sms: 133,
+                device_sms: 132
+            })
+        );
+        assert_eq!(Gpu::new(Target::Sm90a, 0), Err(KeyError::Sms { sms: 0 }));
+    }
+
     #[test]
     fn warmup_has_the_key_of_every_token_count() {
-        let keys = warmup_keys(&shape(), Target::Sm90a).unwrap();
-        // Every token count a launch takes, past the ones warm-up tries.
-        for tokens in 1..=crate::swap_ab_decode::host::MAX_TOKENS {
-            assert!(keys.contains(&dispatch(&shape(), tokens, Target::Sm90a).unwrap()));
+        let gpus = [
+            hopper(),
+            hopper().with_persistent_sms(100).unwrap(),
+            hopper().with_persistent_sms(7).unwrap(),
+            Gpu::new(Target::Sm90a, 78).unwrap(),
+            Gpu::of_target(Target::Sm100a),
+        ];
+        for gpu in &gpus {
+            let keys = warmup_keys(&shape(), gpu).unwrap();
+            for tokens in 1..=MAX_TOKENS {
+                let key = dispatch(&shape(), tokens, gpu).unwrap();
+                assert!(keys.contains(&key), "{gpu:?}: {key} at {tokens} tokens");
+            }
         }
+        let keys = warmup_keys(&shape(), &hopper()).unwrap();
         let schedules: Vec<Schedule> = keys.iter().map(|k| k.schedule).collect();
         assert_eq!(
             schedules,
@@ -368,6 +515,9 @@ mod tests {
                 Schedule::STREAMED_32_HEADS
             ]
         );
+        // Persistent grids of 7 SMs: clusters take every token count.
+        let shared = warmup_keys(&shape(), &gpus[2]).unwrap();
+        assert!(shared.iter().all(|k| !k.is_persistent()), "{shared:?}");
     }
 
     /// One configuration's timings in a sweep: [`dispatch`]'s key for its shape (NK 128)
@@ -403,11 +553,7 @@ mod tests {
                 extra_record_bytes,
                 ..shape()
             };
-            (
-                dispatch(&layer, tokens, Target::Sm90a).unwrap(),
-                tokens,
-                times,
-            )
+            (dispatch(&layer, tokens, &hopper()).unwrap(), tokens, times)
         };
         by_config.into_iter().map(config).collect()
     }
@@ -420,7 +566,8 @@ mod tests {
         assert!(!sweep.is_empty());
         for (key, tokens, times) in sweep {
             let timed = |schedule: Schedule| times.iter().find(|(s, _)| *s == schedule);
-            let modelled = |schedule: Schedule| modelled_us(&key.with_schedule(schedule), tokens);
+            let modelled =
+                |schedule: Schedule| modelled_us(&key.with_schedule(schedule), tokens, &hopper());
             let picked = Schedule::candidates()
                 .filter(|&s| timed(s).is_some() && key.with_schedule(s).validate().is_ok())
                 .min_by(|&a, &b| modelled(a).total_cmp(&modelled(b)))
@@ -468,7 +615,9 @@ mod tests {
         for jsonl in H100_FITTED {
             for (key, tokens, times) in timings(jsonl) {
                 for (schedule, us) in times {
-                    let row = model_terms(&key.with_schedule(schedule), tokens).map(|n| n / us);
+                    let key = key.with_schedule(schedule);
+                    let rounds = rounds(&key, tokens, &hopper()) as f64;
+                    let row = round_terms(&key).map(|n| n * rounds / us);
                     for i in 0..MODEL_TERMS {
                         sums[i] += row[i];
                         for j in 0..MODEL_TERMS {

@@ -378,7 +378,7 @@ pub fn run_gpu(
     let schedule = problem.key.schedule;
     let launched = uploaded
         .args
-        .check(decode.target())?
+        .check(decode.gpu())?
         .with_schedule(schedule)
         .map_err(DecodeError::from)?
         .key;

@@ -74,7 +74,7 @@ use dsl_core::jit::{
 use dsl_core::layout::{Int, StaticOnly};
 use dsl_core::trace::{E4m3, Element};
 
-use super::dispatch::{LayerShape, dispatch, warmup_keys};
+use super::dispatch::{Gpu, LayerShape, dispatch, warmup_keys};
 use crate::swap_ab_decode::key::check_heads;
 use crate::swap_ab_decode::query::{self, CHUNK};
 use crate::swap_ab_decode::{
@@ -337,11 +337,6 @@ pub enum DecodeError {
         shape: LayerShape,
         debug: bool,
     },
-    #[error(
-        "an SM budget of {sms} for a device of {device_sms} SMs: give between 1 and {device_sms} \
-         (the SMs a persistent launch may fill, e.g. fewer to leave some to another stream)"
-    )]
-    SmBudget { sms: usize, device_sms: usize },
     #[error(transparent)]
     Jit(#[from] JitError),
 }
@@ -630,7 +625,7 @@ fn check_list(
 impl DecodeArgs {
     /// Validates every argument and derives the compile key for `target`; the error names
     /// the tensor and says what is expected.
-    pub fn check(&self, target: Target) -> Result<CheckedCall, DecodeError> {
+    pub fn check(&self, gpu: &Gpu) -> Result<CheckedCall, DecodeError> {
         check_softmax_scale(self.softmax_scale)?;
         let tokens = self.check_q_and_heads()?;
         let (swa_page, _, swa_width) = check_list(
@@ -664,7 +659,7 @@ impl DecodeArgs {
             swa_page,
             extra_page,
         };
-        let key = dispatch(&shape, tokens, target)?;
+        let key = dispatch(&shape, tokens, gpu)?;
         Ok(CheckedCall { key, tokens, shape })
     }
 
@@ -796,10 +791,10 @@ impl DecodeArgs {
     /// address, disjoint from every other tensor).
     pub fn check_debug(
         &self,
-        target: Target,
+        gpu: &Gpu,
         precast: &DeviceTensor,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = self.check(target)?;
+        let call = self.check(gpu)?;
         let shape = check_kind("precast", precast, &[ElemTy::F32], 3)?;
         if shape != [call.tokens, call.key.heads, HEAD_DIM] {
             return Err(bad(
@@ -910,11 +905,10 @@ fn lookup<T: Clone>(
 /// [`kernel`]: SwapAbDecode::kernel
 pub struct SwapAbDecode {
     device: Arc<Device>,
-    target: Target,
+    /// The target and SMs [`dispatch`] picks for and a persistent grid is sized to
+    /// ([`CompileKey::grid`]): the device's, or fewer ([`SwapAbDecode::with_sm_budget`]).
+    gpu: Gpu,
     mode: CompileMode,
-    /// The SMs a persistent grid is sized to ([`CompileKey::grid`]): the device's, or fewer
-    /// ([`SwapAbDecode::with_sm_budget`]).
-    sms: usize,
     /// The kernels this instance has launched, by key and entry point. The device's cache
     /// is keyed by strings (it serves any kernel); looking up a `CompileKey` here keeps a
     /// launch free of allocation once the kernel is loaded.
@@ -927,47 +921,44 @@ impl SwapAbDecode {
         let target = device.target().ok_or_else(|| DecodeError::NoTarget {
             compute_capability: device.info().compute_capability,
         })?;
-        Ok(SwapAbDecode::for_target(device, target))
+        SwapAbDecode::for_target(device, target)
     }
 
     /// Like [`SwapAbDecode::new`] for an explicit target: building sm_100a on an sm_90
     /// device is refused with a message naming both when a kernel is loaded.
-    pub fn for_target(device: Arc<Device>, target: Target) -> Self {
-        SwapAbDecode {
-            sms: device.info().sm_count as usize,
+    pub fn for_target(device: Arc<Device>, target: Target) -> Result<Self, DecodeError> {
+        Ok(SwapAbDecode {
+            gpu: Gpu::new(target, device.info().sm_count as usize)?,
             device,
-            target,
             mode: CompileMode::Strict,
             loaded: Mutex::default(),
-        }
+        })
     }
 
     /// The same instance with streamed launches of one CTA a token sized to `sms` SMs
     /// instead of the device's: their persistent grid then holds at most `sms` CTAs (a
     /// serving engine that leaves SMs to another stream; a test that runs several tokens a
-    /// CTA at a small token count). Other launches are one cluster a token, as before.
+    /// CTA at a small token count). Other launches are one cluster a token, as before, and
+    /// [`dispatch`] weighs the schedules with the budget: it picks clusters where a
+    /// persistent grid of `sms` CTAs would take longer.
     ///
     /// ```no_run
     /// use std::sync::Arc;
-    /// use kernels::swap_ab_decode::{DecodeError, SwapAbDecode};
+    /// use kernels::swap_ab_decode::{DecodeError, KeyError, SwapAbDecode};
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let device = Arc::new(dsl_core::jit::Device::open(0)?);
     /// // Leave all but 100 SMs to another stream's work.
     /// let decode = SwapAbDecode::new(device.clone())?.with_sm_budget(100)?;
     /// assert!(matches!(
     ///     SwapAbDecode::new(device)?.with_sm_budget(0),
-    ///     Err(DecodeError::SmBudget { sms: 0, .. })
+    ///     Err(DecodeError::Key(KeyError::SmBudget { sms: 0, .. }))
     /// ));
     /// # let _ = decode;
     /// # Ok(())
     /// # }
     /// ```
     pub fn with_sm_budget(mut self, sms: usize) -> Result<Self, DecodeError> {
-        let device_sms = self.device.info().sm_count as usize;
-        if sms == 0 || sms > device_sms {
-            return Err(DecodeError::SmBudget { sms, device_sms });
-        }
-        self.sms = sms;
+        self.gpu = self.gpu.with_persistent_sms(sms)?;
         Ok(self)
     }
 
@@ -982,7 +973,12 @@ impl SwapAbDecode {
     }
 
     pub fn target(&self) -> Target {
-        self.target
+        self.gpu.target()
+    }
+
+    /// The GPU [`dispatch`] picks schedules for: the device's SMs and the SM budget.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
     }
 
     pub fn device(&self) -> &Arc<Device> {
@@ -1032,7 +1028,7 @@ impl SwapAbDecode {
         layer: &LayerShape,
         debug: bool,
     ) -> Result<Vec<CompileKey>, DecodeError> {
-        let keys = warmup_keys(layer, self.target)?;
+        let keys = warmup_keys(layer, &self.gpu)?;
         for key in &keys {
             self.entry(key, debug, None)?;
         }
@@ -1050,7 +1046,7 @@ impl SwapAbDecode {
         stream: &CudaStream,
         args: &DecodeArgs,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check(self.target)?;
+        let call = args.check(&self.gpu)?;
         // SAFETY: as this function's contract.
         unsafe { self.launch_checked(stream, args, call) }
     }
@@ -1067,7 +1063,7 @@ impl SwapAbDecode {
         args: &DecodeArgs,
         schedule: Schedule,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check(self.target)?.with_schedule(schedule)?;
+        let call = args.check(&self.gpu)?.with_schedule(schedule)?;
         // SAFETY: as this function's contract.
         unsafe { self.launch_checked(stream, args, call) }
     }
@@ -1083,7 +1079,7 @@ impl SwapAbDecode {
         call: CheckedCall,
     ) -> Result<CheckedCall, DecodeError> {
         let kernel = self.for_call(&call, false)?;
-        let grid = call.key.grid(call.tokens, self.sms);
+        let grid = call.key.grid(call.tokens, self.gpu.persistent_sms());
         // SAFETY: the caller guarantees the tensors; check() matched them to the kernel.
         unsafe { kernel.launch(stream, Launch::new(grid).with_pdl(), &args.kernel_args())? };
         Ok(call)
@@ -1099,9 +1095,9 @@ impl SwapAbDecode {
         stream: cudarc::driver::sys::CUstream,
         args: &DecodeArgs,
     ) -> Result<CheckedCall, DecodeError> {
-        let call = args.check(self.target)?;
+        let call = args.check(&self.gpu)?;
         let kernel = self.for_call(&call, false)?;
-        let grid = call.key.grid(call.tokens, self.sms);
+        let grid = call.key.grid(call.tokens, self.gpu.persistent_sms());
         // SAFETY: the caller guarantees the tensors and the stream; check() matched them.
         unsafe {
             kernel.launch_on_raw_stream(
@@ -1127,12 +1123,12 @@ impl SwapAbDecode {
         precast: &DeviceTensor,
         schedule: Option<Schedule>,
     ) -> Result<CheckedCall, DecodeError> {
-        let mut call = args.check_debug(self.target, precast)?;
+        let mut call = args.check_debug(&self.gpu, precast)?;
         if let Some(schedule) = schedule {
             call = call.with_schedule(schedule)?;
         }
         let kernel = self.for_call(&call, true)?;
-        let grid = call.key.grid(call.tokens, self.sms);
+        let grid = call.key.grid(call.tokens, self.gpu.persistent_sms());
         let (base, precast) = (args.kernel_args(), precast.arg::<3>());
         let kernel_args: [KernelArg; 14] =
             std::array::from_fn(|i| base.get(i).copied().unwrap_or(precast));
@@ -1177,7 +1173,7 @@ mod tests {
     #[test]
     fn strict_lookup_refuses_a_key_that_was_not_warmed_up() {
         let loaded: Loaded<u32> = Mutex::default();
-        let key = dispatch(&shape(), 1, Target::Sm90a).unwrap();
+        let key = dispatch(&shape(), 1, &Gpu::of_target(Target::Sm90a)).unwrap();
         let never = || -> Result<u32, DecodeError> { panic!("strict mode compiled") };
         let err = lookup(&loaded, &key, false, Some(&shape()), never).unwrap_err();
         assert!(matches!(err, DecodeError::NotWarmedUp { debug: false, .. }));
