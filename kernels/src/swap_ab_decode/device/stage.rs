@@ -72,17 +72,30 @@ impl Stages {
 }
 
 impl RawRows {
-    /// The lanes of the team's second half of warps (which issue no S MMA) copy a row each,
-    /// 16 lanes a warp: lane l of the half's warp w the record of row `row0 + 16 w + l`, or
-    /// they arrive with nothing to copy (an invalid slot); a warp issues its lanes' copies
-    /// one at a time. Every thread of the team must have read the stage's previous tile.
+    /// The stage's phase `phase`: the lanes of the team's second half of warps (which issue
+    /// no S MMA) copy a row each, 16 lanes a warp: lane l of the half's warp w the record of
+    /// row `row0 + 16 w + l`, or they arrive with nothing to copy (an invalid slot); a warp
+    /// issues its lanes' copies one at a time. Every thread of the team must have read the
+    /// stage's previous tile.
+    ///
+    /// Each issuing lane first waits for the phase before (a fresh barrier's phase -1 counts
+    /// as complete): the team waits on every phase it reads, but not on its empty ones (the
+    /// copies past its last tile, a first list with no tile for it), and an arrival for a
+    /// phase before the one before it completed would count towards that one.
     #[device]
-    pub fn issue(&self, list: &KvList, ids: &SmemTile, row0: Val<u32>, team: &Team) {
+    pub fn issue(
+        &self,
+        list: &KvList,
+        ids: &SmemTile,
+        (row0, phase): (Val<u32>, Val<u32>),
+        team: &Team,
+    ) {
         let (warp, lane) = (team.tid >> 5, team.tid & 31u32);
         let issuers = team.warps() / 2;
         let per_warp = self.rows / issuers;
         let row = (warp - issuers) * per_warp + lane;
         if (warp >= issuers) & (lane < per_warp) {
+            self.full.wait((phase + 1u32) & 1u32);
             let (valid, record) = record_of(list, staged_slot_id(list, ids, row0 + row));
             let bytes = list.record_bytes();
             self.full.arrive_expect_tx(valid.select(bytes, 0u32));

@@ -281,11 +281,11 @@ pub(super) fn run(
     stage("1: the first token's lengths, slot ids, position and Q; its first records in flight");
     let first_loads = TokenLoads::issue(ctx, &lists, ctx.token);
     let merge_rank = rank.unwrap_or(Val::constant(0));
-    let mut inputs = first_tiles.stage(ctx, first_loads, || Pred::constant(true));
+    let mut phases = Phases::start();
+    let mut inputs = first_tiles.stage(ctx, first_loads, phases.stage, || Pred::constant(true));
 
     let tokens = ctx.params.q.extent(0).cast::<u32>();
     let mut token = ctx.token;
-    let mut phases = Phases::start();
     while token < tokens {
         let ctx = ctx.for_token(token);
         stage("1: Q RoPE -> shared [16, 512], cos/sin; empty running statistics");
@@ -324,7 +324,7 @@ pub(super) fn run(
             (merge_rank, &sinks, inbox.as_ref()),
             precast,
             || TokenLoads::issue(&ctx, &lists, next.min(tokens - 1u32)),
-            |loads| first_tiles.stage(&ctx, loads, || next.lt(tokens)),
+            |loads| first_tiles.stage(&ctx, loads, phases.stage, || next.lt(tokens)),
         );
         token = next;
     }
@@ -380,29 +380,36 @@ struct FirstTiles<'a> {
 
 impl FirstTiles<'_> {
     /// A token's slot ids from `loads` into shared memory, a barrier, then its first
-    /// tiles' copies (none where the records come into registers) where `when` holds.
-    /// Returns what stage 1 still stores.
+    /// tiles' copies (none where the records come into registers), the stage's phase
+    /// `phase` of this thread's team, where `when` holds. Returns what stage 1 still
+    /// stores.
     #[device]
-    fn stage(&self, ctx: &Ctx<'_>, loads: TokenLoads, when: impl FnOnce() -> Pred) -> TokenInputs {
+    fn stage(
+        &self,
+        ctx: &Ctx<'_>,
+        loads: TokenLoads,
+        phase: Val<u32>,
+        when: impl FnOnce() -> Pred,
+    ) -> TokenInputs {
         let inputs = loads.stage_ids(ctx, self.lists);
         sync_threads();
         if self.raws.iter().all(Option::is_none) {
             return inputs;
         }
         if when() {
-            self.issue(ctx, &inputs.limits);
+            self.issue(ctx, &inputs.limits, phase);
         }
         inputs
     }
 
     /// Each team's copies of its first list's first tile.
     #[device]
-    fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>]) {
+    fn issue(&self, ctx: &Ctx<'_>, limits: &[Val<i32>], phase: Val<u32>) {
         in_own_team(ctx, (), |index, team| {
             let worker = Worker::of(ctx.plan, &team, self.rank);
             let first = ListShare::of_worker(ctx.plan, &self.lists[0], limits[0], worker);
             if let Some(raw) = &self.raws[index] {
-                first.issue(raw, first.first_row(), &team);
+                first.issue(raw, (first.first_row(), phase), &team);
             }
         })
     }
@@ -599,10 +606,11 @@ impl<'a> ListShare<'a> {
         }
     }
 
-    /// The stage's copies of the tile at `row0` (nothing for rows past the limit).
+    /// The stage's copies of the tile at `row0` (nothing for rows past the limit) as its
+    /// phase `phase`.
     #[track_caller]
-    fn issue(&self, stage: &RawRows, row0: Val<u32>, team: &Team) {
-        stage.issue(self.staged.list, &self.staged.ids, row0, team);
+    fn issue(&self, stage: &RawRows, (row0, phase): (Val<u32>, Val<u32>), team: &Team) {
+        stage.issue(self.staged.list, &self.staged.ids, (row0, phase), team);
     }
 
     /// The first row of the share's first tile.
@@ -669,7 +677,7 @@ fn stream_list<'m>(
         team.sync();
         team.first_dequant_done(done);
         // Every thread has read the stage: the next tile's copies may overwrite it.
-        source.issue_next(i + 1u32, count, team);
+        source.issue_next(i + 1u32, count, done, team);
         let parity = (phases.mma + done) & 1u32;
 
         let probs = score_tile(ctx, mma, parity, Reference::RunningMax(rescale));
@@ -700,7 +708,9 @@ fn stream_list<'m>(
 /// that a cluster's slowest workers stream first (every worker's first tile at once
 /// measured 6% slower for `stream3` at s_q 32). Past the last list's last tile the copies
 /// are of its next tile, whose ids are -1: the phase completes with nothing copied, and
-/// nobody waits for it. So no tile count is held in the loop: the team's tile with `done`
+/// only its issuers wait for it, before their next arrival ([`RawRows::issue`]: an
+/// arrival before it completed would count towards it). So no tile count is held in the
+/// loop: the team's tile with `done`
 /// before it is the stage's phase `base + done`, where `base` counts the phases before the
 /// list's first tile (the CTA's earlier tokens, and an empty first list). Loads into
 /// registers stay within a list (the two lists' records differ in form), each list's
@@ -734,27 +744,29 @@ impl<'a> TileSource<'a> {
     fn start(&self, map: &RowMap, team: &Team) -> Option<Gathered> {
         if let (Some(stage), Some(at_start)) = (self.stage, self.first_at_start) {
             if at_start {
-                self.share.issue(stage, self.share.first_row(), team);
+                self.share
+                    .issue(stage, (self.share.first_row(), self.base), team);
             }
         }
         self.load_registers(map, self.share.first_row())
     }
 
-    /// After the dequant of the share's tile `next - 1` of `count`: the stage's copies of
-    /// the team's next tile, the share's tile `next` or the following list's first.
+    /// After the dequant of the share's tile `next - 1` of `count`, the CTA's tile `done`:
+    /// the stage's copies of the team's next tile, the share's tile `next` or the following
+    /// list's first.
     #[device]
-    fn issue_next(&self, next: Val<u32>, count: Val<u32>, team: &Team) {
+    fn issue_next(&self, next: Val<u32>, count: Val<u32>, done: Val<u32>, team: &Team) {
         let Some(stage) = self.stage else {
             return;
         };
-        let share = self.share;
+        let (share, phase) = (self.share, self.base + done + 1u32);
         match self.following {
-            None => share.issue(stage, share.row0(next), team),
+            None => share.issue(stage, (share.row0(next), phase), team),
             Some(following) => {
                 if next < count {
-                    share.issue(stage, share.row0(next), team);
+                    share.issue(stage, (share.row0(next), phase), team);
                 } else {
-                    following.issue(stage, following.first_row(), team);
+                    following.issue(stage, (following.first_row(), phase), team);
                 }
             }
         }
