@@ -14,7 +14,7 @@ use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
 use dsl_core::{Target, ptxas};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
-    CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, Gpu, KeyError,
+    CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, KeyError,
     OutputBuffers, SwapAbDecode, compare, edge_cases, generate, reference, snapshot_keys,
     variant_keys,
 };
@@ -320,11 +320,7 @@ fn gpu_decode_launch_allocates_nothing_once_loaded() {
         matches!(refused, DecodeError::NotWarmedUp { .. }),
         "{refused}"
     );
-    let shape = uploaded
-        .args
-        .check(&Gpu::of_target(Target::Sm90a))
-        .unwrap()
-        .shape;
+    let shape = uploaded.args.check(decode.gpu()).unwrap().shape;
     decode.warmup(&shape).unwrap();
     // SAFETY: the uploaded buffers outlive every launch (the stream is synchronised below).
     unsafe { decode.launch(stream, &uploaded.args) }.unwrap();
@@ -351,13 +347,7 @@ fn gpu_decode_replays_from_a_cuda_graph() {
     let stream = dev.context().new_stream().unwrap();
     let uploaded = DeviceProblem::upload(&case.problem, &stream).unwrap();
     decode
-        .kernel(
-            &uploaded
-                .args
-                .check(&Gpu::of_target(Target::Sm90a))
-                .unwrap()
-                .key,
-        )
+        .kernel(&uploaded.args.check(decode.gpu()).unwrap().key)
         .unwrap();
     stream.synchronize().unwrap();
     stream
@@ -545,7 +535,7 @@ fn gpu_decode_from_cudarc_views_on_a_raw_stream() {
     let decode = SwapAbDecode::new(dev.clone()).unwrap();
     let plain = uploaded.args.clone();
     decode
-        .warmup(&plain.check(&Gpu::of_target(Target::Sm90a)).unwrap().shape)
+        .warmup(&plain.check(decode.gpu()).unwrap().shape)
         .unwrap();
     {
         // Q through a read view, out_data through a write view, out_scale through the slice.

@@ -80,8 +80,8 @@ impl RawRows {
     ///
     /// Each issuing lane first waits for the phase before (a fresh barrier's phase -1 counts
     /// as complete): the team waits on every phase it reads, but not on its empty ones (the
-    /// copies past its last tile, a first list with no tile for it), and an arrival for a
-    /// phase before the one before it completed would count towards that one.
+    /// copies past its last tile, a first list with no tile for it), and an arrival made
+    /// while the phase before is still open would count towards that phase.
     #[device]
     pub fn issue(
         &self,

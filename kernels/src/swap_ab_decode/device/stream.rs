@@ -710,11 +710,10 @@ fn stream_list<'m>(
 /// are of its next tile, whose ids are -1: the phase completes with nothing copied, and
 /// only its issuers wait for it, before their next arrival ([`RawRows::issue`]: an
 /// arrival before it completed would count towards it). So no tile count is held in the
-/// loop: the team's tile with `done`
-/// before it is the stage's phase `base + done`, where `base` counts the phases before the
-/// list's first tile (the CTA's earlier tokens, and an empty first list). Loads into
-/// registers stay within a list (the two lists' records differ in form), each list's
-/// first issued as it starts.
+/// loop: the team's tile with `done` before it is the stage's phase `base + done`
+/// ([`TileSource::phase`]), where `base` counts the phases before the list's first tile
+/// (the CTA's earlier tokens, and an empty first list). Loads into registers stay within
+/// a list (the two lists' records differ in form), each list's first issued as it starts.
 struct TileSource<'a> {
     share: &'a ListShare<'a>,
     following: Option<&'a ListShare<'a>>,
@@ -724,6 +723,11 @@ struct TileSource<'a> {
 }
 
 impl<'a> TileSource<'a> {
+    /// The stage's phase of the team's tile with `done` of the token's before it.
+    fn phase(&self, done: Val<u32>) -> Val<u32> {
+        self.base + done
+    }
+
     #[track_caller]
     fn slot(&self, map: &RowMap, row0: Val<u32>) -> Slot {
         load_staged_slot(self.share.list(), &self.share.staged.ids, map, row0)
@@ -759,7 +763,7 @@ impl<'a> TileSource<'a> {
         let Some(stage) = self.stage else {
             return;
         };
-        let (share, phase) = (self.share, self.base + done + 1u32);
+        let (share, phase) = (self.share, self.phase(done) + 1u32);
         match self.following {
             None => share.issue(stage, (share.row0(next), phase), team),
             Some(following) => {
@@ -784,7 +788,7 @@ impl<'a> TileSource<'a> {
     ) -> Gathered {
         match (self.stage, registers) {
             (Some(stage), _) => {
-                stage.wait((self.base + done) & 1u32);
+                stage.wait(self.phase(done) & 1u32);
                 stage.gathered(self.share.list(), map, &self.slot(map, row0))
             }
             (None, Some(registers)) => registers.clone(),

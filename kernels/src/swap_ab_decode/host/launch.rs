@@ -623,8 +623,8 @@ fn check_list(
 }
 
 impl DecodeArgs {
-    /// Validates every argument and derives the compile key for `target`; the error names
-    /// the tensor and says what is expected.
+    /// Validates every argument and derives the compile key for `gpu` ([`dispatch`]'s
+    /// pick for its target and SMs); the error names the tensor and says what is expected.
     pub fn check(&self, gpu: &Gpu) -> Result<CheckedCall, DecodeError> {
         check_softmax_scale(self.softmax_scale)?;
         let tokens = self.check_q_and_heads()?;
