@@ -71,6 +71,16 @@ impl Stages {
     }
 }
 
+/// What the lanes that issue a phase of the stage know of the phase before it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PhaseBefore {
+    /// They waited for it: it was the tile they just dequantised.
+    Waited,
+    /// An empty phase (copies past the team's last tile, or of a first list with no tile
+    /// for it) that no one waited for.
+    Unseen,
+}
+
 impl RawRows {
     /// The stage's phase `phase`: the lanes of the team's second half of warps (which issue
     /// no S MMA) copy a row each, 16 lanes a warp: lane l of the half's warp w the record of
@@ -78,16 +88,17 @@ impl RawRows {
     /// issues its lanes' copies one at a time. Every thread of the team must have read the
     /// stage's previous tile.
     ///
-    /// Each issuing lane first waits for the phase before (a fresh barrier's phase -1 counts
-    /// as complete): the team waits on every phase it reads, but not on its empty ones (the
-    /// copies past its last tile, a first list with no tile for it), and an arrival made
-    /// while the phase before is still open would count towards that phase.
+    /// Where the issuing lanes have not waited for the phase before ([`PhaseBefore::Unseen`]),
+    /// each first waits for it (a fresh barrier's phase -1 counts as complete): the team
+    /// waits on every phase it reads, but not on its empty ones (the copies past its last
+    /// tile, a first list with no tile for it), and an arrival made while the phase before
+    /// is still open would count towards that phase.
     #[device]
     pub fn issue(
         &self,
         list: &KvList,
         ids: &SmemTile,
-        (row0, phase): (Val<u32>, Val<u32>),
+        (row0, phase, before): (Val<u32>, Val<u32>, PhaseBefore),
         team: &Team,
     ) {
         let (warp, lane) = (team.tid >> 5, team.tid & 31u32);
@@ -95,7 +106,9 @@ impl RawRows {
         let per_warp = self.rows / issuers;
         let row = (warp - issuers) * per_warp + lane;
         if (warp >= issuers) & (lane < per_warp) {
-            self.full.wait((phase + 1u32) & 1u32);
+            if before == PhaseBefore::Unseen {
+                self.full.wait((phase + 1u32) & 1u32);
+            }
             let (valid, record) = record_of(list, staged_slot_id(list, ids, row0 + row));
             let bytes = list.record_bytes();
             self.full.arrive_expect_tx(valid.select(bytes, 0u32));

@@ -230,7 +230,7 @@ use super::plan::Plan;
 use super::prefetch::{StagedList, TokenInputs, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
-use super::stage::{RawRows, Stages};
+use super::stage::{PhaseBefore, RawRows, Stages};
 use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::ExtraRecord;
 
@@ -409,7 +409,7 @@ impl FirstTiles<'_> {
             let worker = Worker::of(ctx.plan, &team, self.rank);
             let first = ListShare::of_worker(ctx.plan, &self.lists[0], limits[0], worker);
             if let Some(raw) = &self.raws[index] {
-                first.issue(raw, (first.first_row(), phase), &team);
+                first.issue(raw, (first.first_row(), phase, PhaseBefore::Unseen), &team);
             }
         })
     }
@@ -609,8 +609,8 @@ impl<'a> ListShare<'a> {
     /// The stage's copies of the tile at `row0` (nothing for rows past the limit) as its
     /// phase `phase`.
     #[track_caller]
-    fn issue(&self, stage: &RawRows, (row0, phase): (Val<u32>, Val<u32>), team: &Team) {
-        stage.issue(self.staged.list, &self.staged.ids, (row0, phase), team);
+    fn issue(&self, stage: &RawRows, phase: (Val<u32>, Val<u32>, PhaseBefore), team: &Team) {
+        stage.issue(self.staged.list, &self.staged.ids, phase, team);
     }
 
     /// The first row of the share's first tile.
@@ -748,8 +748,8 @@ impl<'a> TileSource<'a> {
     fn start(&self, map: &RowMap, team: &Team) -> Option<Gathered> {
         if let (Some(stage), Some(at_start)) = (self.stage, self.first_at_start) {
             if at_start {
-                self.share
-                    .issue(stage, (self.share.first_row(), self.base), team);
+                let first = (self.share.first_row(), self.base, PhaseBefore::Unseen);
+                self.share.issue(stage, first, team);
             }
         }
         self.load_registers(map, self.share.first_row())
@@ -763,14 +763,16 @@ impl<'a> TileSource<'a> {
         let Some(stage) = self.stage else {
             return;
         };
+        // The phase before is the tile just dequantised, which every thread waited for.
         let (share, phase) = (self.share, self.phase(done) + 1u32);
+        let before = PhaseBefore::Waited;
         match self.following {
-            None => share.issue(stage, (share.row0(next), phase), team),
+            None => share.issue(stage, (share.row0(next), phase, before), team),
             Some(following) => {
                 if next < count {
-                    share.issue(stage, (share.row0(next), phase), team);
+                    share.issue(stage, (share.row0(next), phase, before), team);
                 } else {
-                    following.issue(stage, (following.first_row(), phase), team);
+                    following.issue(stage, (following.first_row(), phase, before), team);
                 }
             }
         }
