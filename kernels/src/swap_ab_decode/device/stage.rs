@@ -81,6 +81,13 @@ pub enum PhaseBefore {
     Unseen,
 }
 
+/// A phase of the stage to issue, and what its issuers know of the phase before it.
+#[derive(Clone, Copy)]
+pub struct StagePhase {
+    pub phase: Val<u32>,
+    pub before: PhaseBefore,
+}
+
 impl RawRows {
     /// The stage's phase `phase`: the lanes of the team's second half of warps (which issue
     /// no S MMA) copy a row each, 16 lanes a warp: lane l of the half's warp w the record of
@@ -98,7 +105,8 @@ impl RawRows {
         &self,
         list: &KvList,
         ids: &SmemTile,
-        (row0, phase, before): (Val<u32>, Val<u32>, PhaseBefore),
+        row0: Val<u32>,
+        StagePhase { phase, before }: StagePhase,
         team: &Team,
     ) {
         let (warp, lane) = (team.tid >> 5, team.tid & 31u32);
@@ -107,7 +115,7 @@ impl RawRows {
         let row = (warp - issuers) * per_warp + lane;
         if (warp >= issuers) & (lane < per_warp) {
             if before == PhaseBefore::Unseen {
-                self.full.wait((phase + 1u32) & 1u32);
+                self.wait((phase + 1u32) & 1u32);
             }
             let (valid, record) = record_of(list, staged_slot_id(list, ids, row0 + row));
             let bytes = list.record_bytes();

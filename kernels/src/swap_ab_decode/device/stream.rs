@@ -230,7 +230,7 @@ use super::plan::Plan;
 use super::prefetch::{StagedList, TokenInputs, TokenLoads};
 use super::smem::{Buffers, plain};
 use super::softmax::{Reference, column_sums, fold_running, publish_running, reset_running};
-use super::stage::{PhaseBefore, RawRows, Stages};
+use super::stage::{PhaseBefore, RawRows, StagePhase, Stages};
 use super::team::{Team, buffer_name};
 use crate::swap_ab_decode::ExtraRecord;
 
@@ -409,7 +409,8 @@ impl FirstTiles<'_> {
             let worker = Worker::of(ctx.plan, &team, self.rank);
             let first = ListShare::of_worker(ctx.plan, &self.lists[0], limits[0], worker);
             if let Some(raw) = &self.raws[index] {
-                first.issue(raw, (first.first_row(), phase, PhaseBefore::Unseen), &team);
+                let before = PhaseBefore::Unseen;
+                first.issue(raw, first.first_row(), StagePhase { phase, before }, &team);
             }
         })
     }
@@ -609,8 +610,8 @@ impl<'a> ListShare<'a> {
     /// The stage's copies of the tile at `row0` (nothing for rows past the limit) as its
     /// phase `phase`.
     #[track_caller]
-    fn issue(&self, stage: &RawRows, phase: (Val<u32>, Val<u32>, PhaseBefore), team: &Team) {
-        stage.issue(self.staged.list, &self.staged.ids, phase, team);
+    fn issue(&self, stage: &RawRows, row0: Val<u32>, phase: StagePhase, team: &Team) {
+        stage.issue(self.staged.list, &self.staged.ids, row0, phase, team);
     }
 
     /// The first row of the share's first tile.
@@ -748,8 +749,11 @@ impl<'a> TileSource<'a> {
     fn start(&self, map: &RowMap, team: &Team) -> Option<Gathered> {
         if let (Some(stage), Some(at_start)) = (self.stage, self.first_at_start) {
             if at_start {
-                let first = (self.share.first_row(), self.base, PhaseBefore::Unseen);
-                self.share.issue(stage, first, team);
+                let first = StagePhase {
+                    phase: self.base,
+                    before: PhaseBefore::Unseen,
+                };
+                self.share.issue(stage, self.share.first_row(), first, team);
             }
         }
         self.load_registers(map, self.share.first_row())
@@ -764,15 +768,18 @@ impl<'a> TileSource<'a> {
             return;
         };
         // The phase before is the tile just dequantised, which every thread waited for.
-        let (share, phase) = (self.share, self.phase(done) + 1u32);
-        let before = PhaseBefore::Waited;
+        let share = self.share;
+        let phase = StagePhase {
+            phase: self.phase(done) + 1u32,
+            before: PhaseBefore::Waited,
+        };
         match self.following {
-            None => share.issue(stage, (share.row0(next), phase, before), team),
+            None => share.issue(stage, share.row0(next), phase, team),
             Some(following) => {
                 if next < count {
-                    share.issue(stage, (share.row0(next), phase, before), team);
+                    share.issue(stage, share.row0(next), phase, team);
                 } else {
-                    following.issue(stage, (following.first_row(), phase, before), team);
+                    following.issue(stage, following.first_row(), phase, team);
                 }
             }
         }
