@@ -483,10 +483,13 @@ pub fn store_tile(
     }
     store(buf.valid.at1(map.row), tile.valid.select(1i32, 0i32));
     if map.rows < buf.rows {
-        // The rows no slot fills never take part.
-        store(
-            buf.valid.at1(map.rows + team.tid % (buf.rows - map.rows)),
+        // The rows no slot fills never take part: one thread clears each, as two threads
+        // storing the same word with nothing ordering them race.
+        let unfilled = buf.rows - map.rows;
+        store_if(
+            buf.valid.at1(map.rows + team.tid),
             0i32,
+            team.tid < unfilled,
         );
     }
 }

@@ -152,11 +152,14 @@ pub fn gather_stats(plan: &Plan, buf: &Buffers, tid: Val<u32>, rank: Val<u32>) {
     let entries = plan.stats_len();
     let per_cta = 2 * plan.heads * plan.teams;
     for k in 0..entries.div_ceil(THREADS as u32) {
-        let i = (tid + THREADS as u32 * k).min(entries - 1);
+        let entry = tid + THREADS as u32 * k;
+        let i = entry.min(entries - 1);
         let peer = i / per_cta;
         let at = buf.stats.at(i / plan.heads, i % plan.heads);
         let value: Val<f32> = load(at.in_cta(peer));
-        store_if(at, value, peer != rank);
+        // The threads past the last entry load it too but do not store it: two threads
+        // storing one word with nothing ordering them race.
+        store_if(at, value, peer != rank && entry < entries);
     }
 }
 
