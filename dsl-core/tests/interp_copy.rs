@@ -18,7 +18,9 @@ use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, lane_id, thread_idx_x, warp_id};
 use dsl_core::arch::tma::TensorMap;
-use dsl_core::interp::{Arg, BufferId, FaultKind, InterpError, Launch, Memory, run};
+use dsl_core::interp::{
+    Arg, BufferId, FaultKind, InterpError, Launch, Memory, Options, run, run_with,
+};
 use dsl_core::ir::{Block, ElemTy, Kernel, MemOp, Op, SourceLoc, Stmt};
 use dsl_core::tensor_map::{MapSwizzle, TensorMapDesc};
 use dsl_core::trace::control::{branch, dyn_range, for_loop};
@@ -369,17 +371,26 @@ fn a_store_async_lands_in_the_peer_after_its_phase() {
     let want: Vec<u32> = (0..32).map(|t| 100 + t).chain(0..32).collect();
     assert_eq!(mem.read::<u32>(out), want);
 
-    let mut mem = Memory::new();
-    let out = mem.alloc("out", 256);
-    let args = [Arg::contiguous(out, &[64])];
-    let e = run(
-        &store_async_kernel(false),
-        &mut mem,
-        &args,
-        &Launch::grid([2, 1, 1]),
+    // Without the wait, the race check sees a peer's st.async overwrite words this CTA
+    // has read; without the race check, the read of words that have not landed faults.
+    let no_wait = |race_check| {
+        let mut mem = Memory::new();
+        let out = mem.alloc("out", 256);
+        let args = [Arg::contiguous(out, &[64])];
+        let opts = Options {
+            race_check,
+            ..Options::default()
+        };
+        let launch = Launch::grid([2, 1, 1]);
+        run_with(&store_async_kernel(false), &mut mem, &args, &launch, &opts).unwrap_err()
+    };
+    expect(
+        &no_wait(true),
+        FaultKind::SharedRace,
+        &["the copy writes", "read these bytes with the ld.shared"],
     );
     expect(
-        &e.unwrap_err(),
+        &no_wait(false),
         FaultKind::AsyncProxyRace,
         &[
             "`ld.shared`",

@@ -9,13 +9,19 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use dsl_core::Target;
+use dsl_core::arch::copy::bulk_load;
+use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{Gmem, LoadOpts, load, load_vec_if, store, store_if};
 use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
-use dsl_core::arch::sync::sync_threads;
+use dsl_core::arch::sync::{NamedBarrier, sync_threads};
 use dsl_core::arch::thread::{block_idx_x, cluster_cta_rank, thread_idx_x};
-use dsl_core::ir::Kernel;
+use dsl_core::interp::{self, Arg, Memory};
+use dsl_core::ir::{Kernel, SourceLoc};
 use dsl_core::jit::{self, JitError, KernelArg, Launch, TensorArg};
-use dsl_core::trace::{KernelParam, Tensor, Val, cluster_dims, smem_alloc, threads, trace_kernel};
+use dsl_core::trace::control::{branch, for_loop};
+use dsl_core::trace::{
+    KernelParam, Tensor, Val, cluster_dims, dyn_range, smem_alloc, threads, trace_kernel,
+};
 
 const THREADS: u32 = 128;
 
@@ -105,6 +111,90 @@ fn smem_exchange(target: Target) -> Kernel {
         sync_threads();
         let other: Val<u32> = load(top + (tid ^ 1u32) * 4);
         store(element(out.base(), tid), other);
+    })
+    .unwrap()
+}
+
+/// How a two-team kernel's tiles reach shared memory.
+#[derive(Clone, Copy, Debug)]
+enum TileFill {
+    /// Every thread of the team stores its word.
+    Stores,
+    /// One lane of the team issues a bulk copy that completes on the team's mbarrier.
+    BulkCopy,
+}
+
+/// The synchronisation of the streamed decode kernel, cut down: two teams of two warps,
+/// each walking `rounds` tiles of 64 words behind its own named barrier (a tile filled,
+/// then read across the team's warps), each writing its partial sums; after the CTA
+/// barrier every thread adds both partials. `out[t] = 2 * sum over rounds of the tiles'
+/// word 63 - t % 64`, with tile r of team e at `src[(2 r + e) * 64..]`.
+fn two_teams(fill: TileFill) -> Kernel {
+    trace_kernel(&format!("two_teams_{fill:?}"), Target::Sm90a, || {
+        threads(THREADS, 1, 1);
+        let out = Tensor::<u32, 1>::declare("out");
+        let src = Tensor::<u32, 1>::declare("src");
+        let rounds = Val::<u32>::declare("rounds");
+        let tiles = smem_alloc("tiles", 2 * 256, 128);
+        let partials = smem_alloc("partials", 2 * 256, 16);
+        let bars = smem_alloc("bars", 16, 8);
+        let tid = thread_idx_x();
+        let (team, t) = (tid / 64u32, tid % 64u32);
+        let tile = tiles.addr() + team * 256u32;
+        let bar = Mbarrier::at(bars.addr() + team * 8u32);
+        branch(tid.lt(2u32), (), &[], SourceLoc::caller(), |first, ()| {
+            if first {
+                Mbarrier::at(bars.addr() + tid * 8u32).init(1u32);
+                init_fence();
+            }
+            ((), ())
+        });
+        sync_threads();
+        let team_sync = || {
+            for (e, id) in [(0u32, 1u32), (1, 2)] {
+                branch(team.eq(e), (), &[], SourceLoc::caller(), |mine, ()| {
+                    if mine {
+                        NamedBarrier::new(id, 64).sync();
+                    }
+                    ((), ())
+                });
+            }
+        };
+        let sum = for_loop(
+            dyn_range(0u32, rounds),
+            Val::<u32>::constant(0),
+            &["sum"],
+            SourceLoc::caller(),
+            |r, sum| {
+                let first = (r * 2u32 + team) * 64u32;
+                match fill {
+                    TileFill::Stores => {
+                        let v: Val<u32> = load(element(src.base(), first + t));
+                        store(tile + t * 4u32, v);
+                        team_sync();
+                    }
+                    TileFill::BulkCopy => {
+                        branch(t.eq(0u32), (), &[], SourceLoc::caller(), |issuer, ()| {
+                            if issuer {
+                                bar.arrive_expect_tx(256u32);
+                                bulk_load(tile, element(src.base(), first), 256u32, bar);
+                            }
+                            ((), ())
+                        });
+                        bar.wait(r & 1u32);
+                    }
+                }
+                let v: Val<u32> = load(tile + (63u32 - t) * 4u32);
+                // Every read of this tile before the next round overwrites it.
+                team_sync();
+                sum + v
+            },
+        );
+        store(partials.addr() + tid * 4u32, sum);
+        sync_threads();
+        let a: Val<u32> = load(partials.addr() + t * 4u32);
+        let b: Val<u32> = load(partials.addr() + (t + 64u32) * 4u32);
+        store(element(out.base(), tid), a + b);
     })
     .unwrap()
 }
@@ -342,6 +432,83 @@ fn gpu_graph_capture_and_replay() {
 }
 
 /// Runs here too: every kernel above prints and passes ptxas for sm_90a.
+/// `out[t]` of the two-team kernel over `input` (closed form).
+fn two_teams_want(input: &[u32], rounds: usize) -> Vec<u32> {
+    (0..THREADS as usize)
+        .map(|tid| {
+            let t = tid % 64;
+            (0..2 * rounds).map(|tile| input[tile * 64 + 63 - t]).sum()
+        })
+        .collect()
+}
+
+const TWO_TEAM_ROUNDS: u32 = 5;
+
+fn two_teams_input() -> Vec<u32> {
+    (0..TWO_TEAM_ROUNDS * 2 * 64).map(|i| i * 7 + 3).collect()
+}
+
+/// The interpreter's race check passes the two-team kernel both ways (the GPU test below
+/// runs it under compute-sanitizer).
+#[test]
+fn two_teams_are_race_free_in_the_interpreter() {
+    let input = two_teams_input();
+    for fill in [TileFill::Stores, TileFill::BulkCopy] {
+        let mut mem = Memory::new();
+        let src = mem.alloc_from("src", &input);
+        let out = mem.alloc("out", THREADS as usize * 4);
+        let args = [
+            Arg::contiguous(out, &[i64::from(THREADS)]),
+            Arg::contiguous(src, &[input.len() as i64]),
+            Arg::U32(TWO_TEAM_ROUNDS),
+        ];
+        interp::run(
+            &two_teams(fill),
+            &mut mem,
+            &args,
+            &interp::Launch::grid([1, 1, 1]),
+        )
+        .unwrap_or_else(|e| panic!("{fill:?}: {e}"));
+        let want = two_teams_want(&input, TWO_TEAM_ROUNDS as usize);
+        assert_eq!(mem.read::<u32>(out), want, "{fill:?}");
+    }
+}
+
+/// The cut-down two-team kernel, both ways of filling its tiles, against its closed form:
+/// under `compute-sanitizer --tool racecheck` it says whether the tool orders a team's
+/// writes before the CTA barrier and the merge's reads after it, as the streamed decode
+/// kernel needs, with and without bulk copies completing on mbarriers.
+#[test]
+fn gpu_two_teams_merge_behind_the_cta_barrier() {
+    let _gpu = shared_gpu();
+    let Some(dev) = jit::test_device(Target::Sm90a) else {
+        return;
+    };
+    let stream = dev.stream();
+    let input = two_teams_input();
+    let src = stream.clone_htod(&input).unwrap();
+    for fill in [TileFill::Stores, TileFill::BulkCopy] {
+        let out = stream.alloc_zeros::<u32>(THREADS as usize).unwrap();
+        let k = dev.load(&two_teams(fill)).unwrap();
+        let args = [
+            KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
+                addr(&out, stream),
+                [i64::from(THREADS)],
+            )),
+            KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
+                addr(&src, stream),
+                [input.len() as i64],
+            )),
+            KernelArg::U32(TWO_TEAM_ROUNDS),
+        ];
+        // SAFETY: `out` holds 128 u32 and `src` the input; both live until the read-back.
+        unsafe { k.launch(stream, Launch::new([1, 1, 1]), &args) }.unwrap();
+        let got = stream.clone_dtoh(&out).unwrap();
+        let want = two_teams_want(&input, TWO_TEAM_ROUNDS as usize);
+        assert_eq!(got, want, "{fill:?}");
+    }
+}
+
 #[test]
 fn kernels_used_here_assemble() {
     for k in [
@@ -350,6 +517,8 @@ fn kernels_used_here_assemble() {
         cluster_rank(Target::Sm90a, 16),
         accumulate(Target::Sm90a),
         smem_exchange(Target::Sm90a),
+        two_teams(TileFill::Stores),
+        two_teams(TileFill::BulkCopy),
     ] {
         let m = dsl_core::emit::ptx::emit(&k).unwrap();
         if let Err(e) = dsl_core::ptxas::assemble(&m) {

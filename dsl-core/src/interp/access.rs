@@ -14,7 +14,7 @@ impl Machine<'_> {
     /// Reads for a load or an MMA: bytes at `address` of `space` into `out`.
     pub(crate) fn read_space(
         &self,
-        cl: &Cluster,
+        cl: &mut Cluster,
         w: &Warp,
         lane: usize,
         space: Space,
@@ -32,12 +32,12 @@ impl Machine<'_> {
                     .smem
                     .read(a, out)
                     .map_err(|e| self.smem_fault(cl, w, lane, c, a, out.len(), "read", e))?;
+                let off = (a - SMEM_BASE as u64) as usize;
                 if cl.ctas[c].landed.is_some() {
                     let t = self.cluster_thread(w, lane);
-                    let off = (a - SMEM_BASE as u64) as usize;
                     self.check_landed(cl, w, Some(lane), t, c, off, out.len(), "the load reads")?;
                 }
-                Ok(())
+                self.race_access(cl, w, lane, c, off, out.len(), false, "the load reads")
             }
         }
     }
@@ -141,7 +141,7 @@ impl Machine<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn load(
         &mut self,
-        cl: &Cluster,
+        cl: &mut Cluster,
         w: &mut Warp,
         space: Space,
         ty: AccessTy,
@@ -256,6 +256,7 @@ impl Machine<'_> {
                 landed.clear(off, total);
             }
         }
+        self.race_access(cl, w, lane, c, off, total, true, "the store writes")?;
         self.track_store(cl, w, lane, c, off, total)
     }
 

@@ -76,13 +76,16 @@ impl Machine<'_> {
                 ));
             }
             bar.arrived += w.full.count_ones();
-            w.bar_wait = Some((id, bar.generation));
+            let before = bar.generation;
+            w.bar_wait = Some((id, before));
             *progressed = true;
             bar.complete_if_all_arrived(cta.live_threads);
+            self.race_bar_arrive(cl, w, id, before);
         }
         let (id, generation) = w.bar_wait.expect("arrived");
         if cl.ctas[w.cta].bars[id].generation > generation {
             w.bar_wait = None;
+            self.race_bar_pass(cl, w, id, generation);
             Ok(Flow::Next)
         } else {
             Ok(Flow::Block)
@@ -168,6 +171,7 @@ impl Machine<'_> {
                     ..Bar::default()
                 };
             }
+            self.race_bar_arrive(cl, w, id, generation);
             if !wait {
                 return Ok(Flow::Next);
             }
@@ -176,6 +180,7 @@ impl Machine<'_> {
         let (id, generation) = w.bar_wait.expect("arrived");
         if cl.ctas[w.cta].bars[id].generation > generation {
             w.bar_wait = None;
+            self.race_bar_pass(cl, w, id, generation);
             Ok(Flow::Next)
         } else {
             Ok(Flow::Block)
@@ -207,6 +212,9 @@ impl Machine<'_> {
     pub(crate) fn complete_cluster_barrier(cl: &mut Cluster) {
         if cl.cbar_arrived > 0 && cl.cbar_arrived >= cl.live_threads() {
             cl.cbar_arrived = 0;
+            if let Some(races) = cl.races.as_mut() {
+                races.cluster_complete(cl.cbar_phase);
+            }
             cl.cbar_phase += 1;
         }
     }

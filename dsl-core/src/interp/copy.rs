@@ -254,6 +254,7 @@ impl Machine<'_> {
             .write(addr, bytes)
             .map_err(|e| self.smem_fault(cl, w, lane, c, addr, len, "copy write", e))?;
         self.require_no_in_flight_reader(cl, w, lane, c, off, len)?;
+        self.race_access(cl, w, lane, c, off, len, true, "the copy writes")?;
         let cta = &mut cl.ctas[c];
         if let Some(p) = cta.proxy.as_mut() {
             p.writer[off..off + len].fill(0);
@@ -552,6 +553,7 @@ impl Machine<'_> {
                     ));
                 }
                 self.check_landed(cl, w, Some(l), t, w.cta, off, len, "the TMA store reads")?;
+                self.race_access(cl, w, l, w.cta, off, len, false, "the TMA store reads")?;
             }
             let es = desc.elem().bytes();
             for row in box_rows(&desc, &cs) {
@@ -661,8 +663,9 @@ impl Machine<'_> {
             }
             let t = self.cluster_thread(w, l);
             self.check_landed(cl, w, Some(l), t, w.cta, off, total, "cp.async writes")?;
+            self.race_access(cl, w, l, w.cta, off, total, true, "cp.async writes")?;
             if self.opts.async_proxy_check {
-                let len = cta.smem.data.len();
+                let len = cl.ctas[w.cta].smem.data.len();
                 let landed = cl.ctas[w.cta]
                     .landed
                     .get_or_insert_with(|| Landed::new(len));

@@ -82,6 +82,9 @@ pub enum FaultKind {
     /// Shared memory written by threads and read by the async proxy without a proxy fence
     /// and a barrier in between, or overwritten while an MMA may still read it.
     AsyncProxyRace,
+    /// Two accesses of the same shared-memory bytes by different warps, one a write, that
+    /// no barrier, mbarrier or cluster barrier orders.
+    SharedRace,
     /// A resource still held when its CTA exited (TMEM columns).
     Leak,
     /// The instruction budget ran out (a runtime loop that does not end).
@@ -106,6 +109,7 @@ impl FaultKind {
             FaultKind::ClusterBarrier => "invalid cluster barrier use",
             FaultKind::AsyncRegister => "register read before its asynchronous op completed",
             FaultKind::AsyncProxyRace => "async-proxy race on shared memory",
+            FaultKind::SharedRace => "shared-memory race",
             FaultKind::Leak => "resource leak",
             FaultKind::Watchdog => "instruction budget exhausted",
             FaultKind::Unsupported => "unsupported feature",

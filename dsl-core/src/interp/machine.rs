@@ -15,6 +15,7 @@ use super::error::{BlockedWarp, CtaId, Deadlock, Fault, FaultKind, InterpError, 
 use super::mbarrier::Mbar;
 use super::memory::{Memory, Smem, Tmem};
 use super::proxy::{Landed, Proxy};
+use super::race::Races;
 use super::roles::Budget;
 use super::{Launch, MAX_SMEM_BYTES, Options, Progress, RunStats};
 use crate::ir::{ShflMode, SpecialReg};
@@ -209,6 +210,8 @@ pub(crate) struct Cluster {
     /// Per cluster thread with copies in flight: its `cp.async` groups and bulk stores.
     pub(crate) cp_async: HashMap<u32, CpGroups>,
     pub(crate) bulk: HashMap<u32, BulkGroups>,
+    /// With [`Options::race_check`]: the happens-before bookkeeping of shared memory.
+    pub(crate) races: Option<Races>,
 }
 
 impl Cluster {
@@ -499,6 +502,10 @@ impl<'a> Machine<'a> {
             observed: HashMap::new(),
             cp_async: HashMap::new(),
             bulk: HashMap::new(),
+            races: self
+                .opts
+                .race_check
+                .then(|| Races::new(ncta, cfg.nwarps as usize, cfg.smem as usize)),
         }
     }
 
@@ -912,6 +919,7 @@ impl<'a> Machine<'a> {
                     if self.opts.async_proxy_check {
                         self.observe(cl, w, *bar, *parity);
                     }
+                    self.race_mbar_pass(cl, w, *bar, *parity);
                 }
                 Ins::ClusterArrive => {
                     self.require_aligned(w, "barrier.cluster.arrive.aligned")?;
@@ -933,6 +941,7 @@ impl<'a> Machine<'a> {
                     for l in lanes_of(m) {
                         self.publish(cl, w, l);
                     }
+                    self.race_cluster_arrive(cl, w);
                     Self::complete_cluster_barrier(cl);
                 }
                 Ins::ClusterWait => {
@@ -946,6 +955,7 @@ impl<'a> Machine<'a> {
                         return Ok(progressed);
                     }
                     w.cluster_arrived = None;
+                    self.race_cluster_pass(cl, w, phase);
                 }
                 Ins::Mapa { d, a, rank } => {
                     let ncta = self.cfg.ctas_per_cluster;
@@ -1361,10 +1371,13 @@ impl<'a> Machine<'a> {
         w.exited = true;
         let cta = &mut cl.ctas[w.cta];
         cta.live_threads -= w.full.count_ones();
+        let before = cta.bars.map(|b| b.generation);
         // Barriers count live threads only: an exit can complete one.
         for bar in cta.bars.iter_mut() {
             bar.complete_if_all_arrived(cta.live_threads);
         }
+        Self::race_bars_completed(cl, w.cta, &before);
+        let cta = &cl.ctas[w.cta];
         if cta.live_threads == 0
             && let Some(a) = cta.tmem.allocs.first()
         {

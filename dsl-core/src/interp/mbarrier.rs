@@ -188,6 +188,7 @@ impl Machine<'_> {
         let mb = cl.ctas[c].mbars.get_mut(&off).expect("checked");
         mb.pending -= 1;
         mb.complete_if_done();
+        self.race_mbar(cl, w, c, off, phase, true);
         Ok(phase)
     }
 
@@ -235,6 +236,8 @@ impl Machine<'_> {
         if tx != 0 {
             mb.complete_if_done();
         }
+        // A copy's bytes completing release what its issuer did before issuing it.
+        self.race_mbar(cl, w, c, off, phase, tx < 0);
         Ok(phase)
     }
 }

@@ -74,7 +74,10 @@
 //! tensor maps decoded from the parameter bytes at every TMA copy, box bounds, copy
 //! alignment (a swizzled box starts a swizzle pattern), mbarrier tx-count range, TMA stores
 //! of shared memory not made visible with `fence.proxy.async`, bulk stores not waited for
-//! at exit, named-barrier counts and double arrivals, and `setmaxnreg` budgets.
+//! at exit, named-barrier counts and double arrivals, and `setmaxnreg` budgets; and
+//! shared-memory races (`race.rs`): accesses of the same bytes by two warps, one a write,
+//! that no barrier, named barrier, mbarrier phase or cluster barrier orders, whichever
+//! order the interpreter happened to run them in.
 //!
 //! # What is counted
 //! With [`Options::shared_wavefronts`], each `ld.shared` / `st.shared` of the executing CTA's
@@ -92,7 +95,11 @@
 //!   and f16 results use 0x7fff, e4m3 0x7f.
 //! - Memory is sequentially consistent and warps run until they block, in a fixed order:
 //!   weak-memory effects and other interleavings are not explored, fences have no effect
-//!   on data, and clusters run one after another.
+//!   on data, and clusters run one after another. The race check stands in for the other
+//!   interleavings of shared memory; it orders a warp's lanes by program order (no race
+//!   between lanes of one warp is reported), leaves MMA operand reads to the async-proxy
+//!   check, and keeps one record a 4-byte word (a race between different bytes of a word
+//!   written by two warps may go unreported; none is invented).
 //! - A descriptor base offset other than 0, the absolute-address LBO mode (sm_103a) and
 //!   128-byte swizzling with 32-byte atoms are refused rather than guessed.
 //! - `tcgen05.alloc` takes the lowest free range aligned to its size; the hardware's choice
@@ -122,6 +129,7 @@ mod matrix;
 mod mbarrier;
 mod memory;
 mod proxy;
+mod race;
 mod roles;
 mod tcgen05;
 mod wgmma;
@@ -255,6 +263,11 @@ pub struct Options {
     /// `fence.proxy.async` and a barrier, and must not be overwritten before the MMA's
     /// commit phase completed. Costs 8 bytes of bookkeeping per byte of shared memory.
     pub async_proxy_check: bool,
+    /// Check shared memory for races, as compute-sanitizer's racecheck does: two accesses
+    /// of the same bytes by different warps, one of them a write, that no barrier,
+    /// mbarrier or cluster barrier orders. Costs 24 bytes of bookkeeping per word of shared
+    /// memory and a clock per pair of warps of a cluster.
+    pub race_check: bool,
     /// Warp-instructions one cluster may execute before the run stops with
     /// [`FaultKind::Watchdog`] (a runtime loop that never ends would otherwise hang the
     /// run). The default, 2^28, is ~30x what a 16-CTA cluster of the decode kernel runs and
@@ -282,6 +295,7 @@ impl Default for Options {
             trace: None,
             snapshots: Vec::new(),
             async_proxy_check: true,
+            race_check: true,
             max_warp_instructions: 1 << 28,
             progress: None,
             shared_wavefronts: false,

@@ -94,10 +94,11 @@ impl Machine<'_> {
         if let Err(e) = cl.ctas[w.cta].smem.write(addr, &col.to_le_bytes()) {
             return Err(self.smem_fault(cl, w, 0, w.cta, addr, 4, "write", e));
         }
+        let off = (addr - SMEM_BASE as u64) as usize;
+        self.race_access(cl, w, 0, w.cta, off, 4, true, "tcgen05.alloc writes")?;
         let cta = &mut cl.ctas[w.cta];
         // The tensor core wrote the address, not a thread: nothing for the proxy check.
         if let Some(p) = cta.proxy.as_mut() {
-            let off = (addr - SMEM_BASE as u64) as usize;
             p.writer[off..off + 4].fill(0);
         }
         cta.tmem.allocs.push(TmemAlloc {
