@@ -126,9 +126,9 @@ enum TileFill {
 
 /// The synchronisation of the streamed decode kernel, cut down: two teams of two warps,
 /// each walking `rounds` tiles of 64 words behind its own named barrier (a tile filled,
-/// then read across the team's warps), each writing its partial sums; after the CTA
-/// barrier every thread adds both partials. `out[t] = 2 * sum over rounds of the tiles'
-/// word 63 - t % 64`, with tile r of team e at `src[(2 r + e) * 64..]`.
+/// then read across the team's warps), each writing its partial sums over its tile; after
+/// the CTA barrier every thread adds both partials. `out[t]` is the sum over every tile of
+/// both teams of its word `63 - t % 64`, with tile r of team e at `src[(2 r + e) * 64..]`.
 fn two_teams(fill: TileFill) -> Kernel {
     trace_kernel(&format!("two_teams_{fill:?}"), Target::Sm90a, || {
         threads(THREADS, 1, 1);
@@ -136,7 +136,6 @@ fn two_teams(fill: TileFill) -> Kernel {
         let src = Tensor::<u32, 1>::declare("src");
         let rounds = Val::<u32>::declare("rounds");
         let tiles = smem_alloc("tiles", 2 * 256, 128);
-        let partials = smem_alloc("partials", 2 * 256, 16);
         let bars = smem_alloc("bars", 16, 8);
         let tid = thread_idx_x();
         let (team, t) = (tid / 64u32, tid % 64u32);
@@ -190,10 +189,10 @@ fn two_teams(fill: TileFill) -> Kernel {
                 sum + v
             },
         );
-        store(partials.addr() + tid * 4u32, sum);
+        store(tiles.addr() + tid * 4u32, sum);
         sync_threads();
-        let a: Val<u32> = load(partials.addr() + t * 4u32);
-        let b: Val<u32> = load(partials.addr() + (t + 64u32) * 4u32);
+        let a: Val<u32> = load(tiles.addr() + t * 4u32);
+        let b: Val<u32> = load(tiles.addr() + (t + 64u32) * 4u32);
         store(element(out.base(), tid), a + b);
     })
     .unwrap()
