@@ -406,3 +406,58 @@ fn wgmma_rs_assembles() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// The SS tiling run by warpgroups `first ..= first + 1` of the CTA
+/// (`WgmmaTiled::thread_in_cta`) after warpgroups 0 and 1 staged the tiles: the numbers of
+/// the tiling at warpgroup 0. First warpgroup 2 takes the warpgroup from `%tid.x >> 7`
+/// masked, 1 (not a multiple of the tiling's two) with a subtraction.
+#[test]
+fn wgmma_ss_tile_on_later_warpgroups_of_the_cta_is_exact() {
+    let p = Problem::new(M, K);
+    for first in [1u32, 2] {
+        let kernel = trace_kernel("tensor_gemm_later_warpgroups", Target::Sm90a, || {
+            threads(128 * (first + 2), 1, 1);
+            let (ga, gb, gc) = params();
+            let (sa, sb) = (smem_ring("a", M, 1), smem_ring("b", N, 1));
+            let copier: Layout = "(32,8):(8,1)".parse().unwrap();
+            let tid = thread_idx_x();
+            branch(
+                tid.lt(256u32),
+                (),
+                &[],
+                SourceLoc::caller(),
+                |stager, ()| {
+                    if stager {
+                        let v = Some(&[1, 8][..]);
+                        let ta = ga.local_tile(&[M, 64], (0, 0));
+                        let tb = gb.local_tile(&[N, 64], (0, 0));
+                        ta.local_partition(&copier, tid, v)
+                            .copy_to(&sa.local_partition(&copier, tid, v));
+                        tb.local_partition(&copier, tid, v)
+                            .copy_to(&sb.local_partition(&copier, tid, v));
+                        fence_proxy_async_shared();
+                    }
+                    ((), ())
+                },
+            );
+            sync_threads();
+            let tiled = WgmmaTiled::ss(MmaF16Bf16Ss::bf16(64, Major::K, Major::K), 2, M, N);
+            let mine = !tid.lt(128 * first);
+            branch(mine, (), &[], SourceLoc::caller(), |mma, ()| {
+                if mma {
+                    let thr = tiled.thread_in_cta(first);
+                    let acc = thr.partition_fragment_c();
+                    let (a, b) = (thr.partition_a(&sa, Major::K), thr.partition_b(&sb));
+                    wgmma::fence();
+                    thr.gemm(&acc, &a, &b, false);
+                    wgmma::commit_group();
+                    wgmma::wait_group(0);
+                    thr.partition_c(&gc.local_tile(&[M, N], (0, 0))).store(&acc);
+                }
+                ((), ())
+            });
+        })
+        .unwrap();
+        assert_eq!(p.run(&kernel), p.reference(), "first warpgroup {first}");
+    }
+}

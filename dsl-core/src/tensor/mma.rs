@@ -21,6 +21,7 @@ use crate::arch::Accumulate;
 use crate::arch::operand::{DescFormat, MnBlock, SmemOperand};
 use crate::arch::sm90::wgmma::{self, Accumulator, MmaF16Bf16Rs, MmaF16Bf16Ss};
 use crate::arch::sm100::tcgen05::{self, TmemAddr};
+use crate::arch::thread::thread_idx_x;
 use crate::ir::{SourceLoc, Ty};
 use crate::layout::fragment;
 use crate::layout::{ComposedLayout, Int, IntTuple, Layout, LayoutError, Major};
@@ -261,6 +262,33 @@ impl WgmmaTiled {
         WgmmaThread {
             tiled: *self,
             thread,
+            warpgroup: None,
+        }
+    }
+
+    /// The part of this CTA thread when the tiling's warpgroups are the CTA's warpgroups
+    /// `first_warpgroup ..` (its thread `thread_idx_x() - 128 first_warpgroup`, e.g. a
+    /// second team's). The warpgroup that picks the thread's rows of an A tile in shared
+    /// memory comes from `%tid.x >> 7`, in a form ptxas sees is the same across a warp:
+    /// ptxas (13.0, 13.5) keeps `%tid.x >> 7` and what is computed from it in uniform
+    /// registers, but not `(%tid.x - 256) >> 7`, nor `(%tid.x >> 7) - 2` (which it turns
+    /// into that), and then rebuilds the A descriptor of every MMA with 64-bit IADD3 and
+    /// R2UR: about 100 instructions more a 16-MMA S tile of the streamed decode kernel's
+    /// second team. Where the first warpgroup is a multiple of the tiling's power-of-two
+    /// warpgroups, `(%tid.x >> 7) & (warpgroups - 1)` is the same number and stays uniform.
+    pub fn thread_in_cta(&self, first_warpgroup: u32) -> WgmmaThread {
+        let tid = thread_idx_x();
+        let cta_warpgroup = tid >> 7u32;
+        let aligned = self.warpgroups.is_power_of_two() && first_warpgroup % self.warpgroups == 0;
+        let warpgroup = if aligned {
+            cta_warpgroup & (self.warpgroups - 1)
+        } else {
+            cta_warpgroup - first_warpgroup
+        };
+        WgmmaThread {
+            tiled: *self,
+            thread: tid - 128 * first_warpgroup,
+            warpgroup: Some(warpgroup),
         }
     }
 
@@ -312,6 +340,8 @@ impl WgmmaTiled {
 pub struct WgmmaThread {
     tiled: WgmmaTiled,
     thread: Val<u32>,
+    /// `thread >> 7`, where [`WgmmaTiled::thread_in_cta`] computed it.
+    warpgroup: Option<Val<u32>>,
 }
 
 /// A wgmma A operand: the tile in shared memory (each warpgroup's rows found by the MMA),
@@ -326,6 +356,10 @@ pub enum WgmmaOperandA {
 }
 
 impl WgmmaThread {
+    fn warpgroup(&self) -> Val<u32> {
+        self.warpgroup.unwrap_or_else(|| self.thread >> 7u32)
+    }
+
     /// This thread's elements of the C tile `[tile_m, tile_n]` (any memory), in the order
     /// of [`WgmmaThread::partition_fragment_c`]: `((2,2,N/8), m_reps, n_reps)`.
     #[track_caller]
@@ -360,7 +394,7 @@ impl WgmmaThread {
     pub fn partition_a(&self, a: &Tensor<bf16, Shared>, major: Major) -> WgmmaOperandA {
         let k = a.static_extent(1).unwrap_or(0);
         if a.offset.dynamic.is_some() && self.tiled.m_reps() == 1 && k > 0 {
-            let own_rows = a.local_tile(&[64, k], (self.thread >> 7u32, 0u32));
+            let own_rows = a.local_tile(&[64, k], (self.warpgroup(), 0u32));
             return WgmmaOperandA::SmemOwnRows(operand_of(&own_rows, major, DescFormat::Gmma));
         }
         WgmmaOperandA::Smem(operand_of(a, major, DescFormat::Gmma))
@@ -418,7 +452,7 @@ impl WgmmaThread {
         let half = (t.n / 2) as usize;
         // Only a whole tile over several warpgroups picks this warpgroup's rows per MMA.
         let group =
-            (matches!(a, WgmmaOperandA::Smem(_)) && t.warpgroups > 1).then(|| self.thread >> 7u32);
+            (matches!(a, WgmmaOperandA::Smem(_)) && t.warpgroups > 1).then(|| self.warpgroup());
         for nr in 0..t.n_reps() {
             for mr in 0..t.m_reps() {
                 let first = (mr + t.m_reps() * nr) as usize * half;

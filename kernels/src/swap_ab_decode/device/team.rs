@@ -136,4 +136,9 @@ impl Team {
     pub fn warpgroups(&self) -> u32 {
         self.threads / 128
     }
+
+    /// The CTA's warpgroup the team starts at.
+    pub fn first_warpgroup(&self) -> u32 {
+        self.index * self.warpgroups()
+    }
 }

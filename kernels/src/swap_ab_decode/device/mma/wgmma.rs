@@ -61,7 +61,7 @@ impl WgmmaStage {
     #[device]
     pub(super) fn scores(&self, buf: &Buffers) {
         if self.team.warp < 4 * self.scores_warpgroups {
-            let thr = self.scores_mma.thread(self.team.tid);
+            let thr = self.scores_mma.thread_in_cta(self.team.first_warpgroup());
             let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
             let q = thr.partition_b(&buf.q.tensor::<bf16>());
             let acc = thr.partition_fragment_c();
@@ -96,7 +96,7 @@ impl WgmmaStage {
         rows: TileRows,
         running: Option<Tensor<f32, Regs>>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread(self.team.tid);
+        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
         let (v_t, p) = value_operands(plan, buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
         let p: Vec<_> = p.iter().map(|p| thr.partition_b(p)).collect();
@@ -138,7 +138,7 @@ impl WgmmaStage {
         update: PartialUpdate<'_>,
     ) {
         let partial = partial_as_outputs_tile(plan, buf);
-        let thr = self.outputs_mma.thread(self.team.tid);
+        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
         let head_of = |i| thr.coord_c(i).1 % plan.heads;
         store_summed(&thr.partition_c(&partial), acc, update, head_of);
     }
@@ -147,7 +147,7 @@ impl WgmmaStage {
     #[track_caller]
     pub(super) fn empty_outputs(&self) -> Tensor<f32, Regs> {
         self.outputs_mma
-            .thread(self.team.tid)
+            .thread_in_cta(self.team.first_warpgroup())
             .partition_fragment_c()
     }
 
@@ -161,7 +161,7 @@ impl WgmmaStage {
         rescale: &SmemTile,
         running: Tensor<f32, Regs>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread(self.team.tid);
+        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
         let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
         let acc = scaled(&running, &alpha);
         self.outputs(plan, buf, TileRows::All, Some(acc))
