@@ -124,77 +124,124 @@ enum TileFill {
     BulkCopy,
 }
 
+/// How the two teams of the two-team kernel keep pace.
+#[derive(Clone, Copy, Debug)]
+enum Pace {
+    /// Both walk `rounds` tiles.
+    Even,
+    /// The second team walks one tile more, so it passes its named barrier more often.
+    SecondTeamOneTileMore,
+    /// Even, and the second team starts once the first has (the first `bar.arrive`s and
+    /// goes on, the second `bar.sync`s on barrier 3, as the decode kernel staggers them).
+    Staggered,
+}
+
+impl Pace {
+    /// The tiles team `team` walks beyond `rounds`.
+    fn extra_tiles(self, team: u32) -> u32 {
+        match self {
+            Pace::SecondTeamOneTileMore => team,
+            Pace::Even | Pace::Staggered => 0,
+        }
+    }
+}
+
+/// The ways the two-team kernel runs: every pace with tiles by stores and by bulk copies.
+const TWO_TEAM_VARIANTS: [(TileFill, Pace); 6] = [
+    (TileFill::Stores, Pace::Even),
+    (TileFill::Stores, Pace::SecondTeamOneTileMore),
+    (TileFill::Stores, Pace::Staggered),
+    (TileFill::BulkCopy, Pace::Even),
+    (TileFill::BulkCopy, Pace::SecondTeamOneTileMore),
+    (TileFill::BulkCopy, Pace::Staggered),
+];
+
 /// The synchronisation of the streamed decode kernel, cut down: two teams of two warps,
-/// each walking `rounds` tiles of 64 words behind its own named barrier (a tile filled,
-/// then read across the team's warps), each writing its partial sums over its tile; after
-/// the CTA barrier every thread adds both partials. `out[t]` is the sum over every tile of
+/// each walking its tiles of 64 words behind its own named barrier (a tile filled, then
+/// read across the team's warps), each writing its partial sums over its tile; after the
+/// CTA barrier every thread adds both partials. `out[t]` is the sum over every tile of
 /// both teams of its word `63 - t % 64`, with tile r of team e at `src[(2 r + e) * 64..]`.
-fn two_teams(fill: TileFill) -> Kernel {
-    trace_kernel(&format!("two_teams_{fill:?}"), Target::Sm90a, || {
-        threads(THREADS, 1, 1);
-        let out = Tensor::<u32, 1>::declare("out");
-        let src = Tensor::<u32, 1>::declare("src");
-        let rounds = Val::<u32>::declare("rounds");
-        let tiles = smem_alloc("tiles", 2 * 256, 128);
-        let bars = smem_alloc("bars", 16, 8);
-        let tid = thread_idx_x();
-        let (team, t) = (tid / 64u32, tid % 64u32);
-        let tile = tiles.addr() + team * 256u32;
-        let bar = Mbarrier::at(bars.addr() + team * 8u32);
-        branch(tid.lt(2u32), (), &[], SourceLoc::caller(), |first, ()| {
-            if first {
-                Mbarrier::at(bars.addr() + tid * 8u32).init(1u32);
-                init_fence();
-            }
-            ((), ())
-        });
-        sync_threads();
-        let team_sync = || {
-            for (e, id) in [(0u32, 1u32), (1, 2)] {
-                branch(team.eq(e), (), &[], SourceLoc::caller(), |mine, ()| {
-                    if mine {
-                        NamedBarrier::new(id, 64).sync();
+fn two_teams(fill: TileFill, pace: Pace) -> Kernel {
+    trace_kernel(
+        &format!("two_teams_{fill:?}_{pace:?}"),
+        Target::Sm90a,
+        || {
+            threads(THREADS, 1, 1);
+            let out = Tensor::<u32, 1>::declare("out");
+            let src = Tensor::<u32, 1>::declare("src");
+            let rounds = Val::<u32>::declare("rounds");
+            let tiles = smem_alloc("tiles", 2 * 256, 128);
+            let bars = smem_alloc("bars", 16, 8);
+            let tid = thread_idx_x();
+            let (team, t) = (tid / 64u32, tid % 64u32);
+            let tile = tiles.addr() + team * 256u32;
+            let bar = Mbarrier::at(bars.addr() + team * 8u32);
+            branch(tid.lt(2u32), (), &[], SourceLoc::caller(), |first, ()| {
+                if first {
+                    Mbarrier::at(bars.addr() + tid * 8u32).init(1u32);
+                    init_fence();
+                }
+                ((), ())
+            });
+            sync_threads();
+            if let Pace::Staggered = pace {
+                let stagger = NamedBarrier::new(3, THREADS);
+                branch(team.eq(0u32), (), &[], SourceLoc::caller(), |first, ()| {
+                    if first {
+                        stagger.arrive();
+                    } else {
+                        stagger.sync();
                     }
                     ((), ())
                 });
             }
-        };
-        let sum = for_loop(
-            dyn_range(0u32, rounds),
-            Val::<u32>::constant(0),
-            &["sum"],
-            SourceLoc::caller(),
-            |r, sum| {
-                let first = (r * 2u32 + team) * 64u32;
-                match fill {
-                    TileFill::Stores => {
-                        let v: Val<u32> = load(element(src.base(), first + t));
-                        store(tile + t * 4u32, v);
-                        team_sync();
-                    }
-                    TileFill::BulkCopy => {
-                        branch(t.eq(0u32), (), &[], SourceLoc::caller(), |issuer, ()| {
-                            if issuer {
-                                bar.arrive_expect_tx(256u32);
-                                bulk_load(tile, element(src.base(), first), 256u32, bar);
-                            }
-                            ((), ())
-                        });
-                        bar.wait(r & 1u32);
-                    }
+            let team_sync = || {
+                for (e, id) in [(0u32, 1u32), (1, 2)] {
+                    branch(team.eq(e), (), &[], SourceLoc::caller(), |mine, ()| {
+                        if mine {
+                            NamedBarrier::new(id, 64).sync();
+                        }
+                        ((), ())
+                    });
                 }
-                let v: Val<u32> = load(tile + (63u32 - t) * 4u32);
-                // Every read of this tile before the next round overwrites it.
-                team_sync();
-                sum + v
-            },
-        );
-        store(tiles.addr() + tid * 4u32, sum);
-        sync_threads();
-        let a: Val<u32> = load(tiles.addr() + t * 4u32);
-        let b: Val<u32> = load(tiles.addr() + (t + 64u32) * 4u32);
-        store(element(out.base(), tid), a + b);
-    })
+            };
+            let sum = for_loop(
+                dyn_range(0u32, rounds + team * pace.extra_tiles(1)),
+                Val::<u32>::constant(0),
+                &["sum"],
+                SourceLoc::caller(),
+                |r, sum| {
+                    let first = (r * 2u32 + team) * 64u32;
+                    match fill {
+                        TileFill::Stores => {
+                            let v: Val<u32> = load(element(src.base(), first + t));
+                            store(tile + t * 4u32, v);
+                            team_sync();
+                        }
+                        TileFill::BulkCopy => {
+                            branch(t.eq(0u32), (), &[], SourceLoc::caller(), |issuer, ()| {
+                                if issuer {
+                                    bar.arrive_expect_tx(256u32);
+                                    bulk_load(tile, element(src.base(), first), 256u32, bar);
+                                }
+                                ((), ())
+                            });
+                            bar.wait(r & 1u32);
+                        }
+                    }
+                    let v: Val<u32> = load(tile + (63u32 - t) * 4u32);
+                    // Every read of this tile before the next round overwrites it.
+                    team_sync();
+                    sum + v
+                },
+            );
+            store(tiles.addr() + tid * 4u32, sum);
+            sync_threads();
+            let a: Val<u32> = load(tiles.addr() + t * 4u32);
+            let b: Val<u32> = load(tiles.addr() + (t + 64u32) * 4u32);
+            store(element(out.base(), tid), a + b);
+        },
+    )
     .unwrap()
 }
 
@@ -430,29 +477,35 @@ fn gpu_graph_capture_and_replay() {
     }
 }
 
-/// Runs here too: every kernel above prints and passes ptxas for sm_90a.
 /// `out[t]` of the two-team kernel over `input` (closed form).
-fn two_teams_want(input: &[u32], rounds: usize) -> Vec<u32> {
+fn two_teams_want(input: &[u32], pace: Pace) -> Vec<u32> {
+    let tiles_of = |team: u32| (TWO_TEAM_ROUNDS + pace.extra_tiles(team)) as usize;
     (0..THREADS as usize)
         .map(|tid| {
             let t = tid % 64;
-            (0..2 * rounds).map(|tile| input[tile * 64 + 63 - t]).sum()
+            (0..2)
+                .flat_map(|team| (0..tiles_of(team)).map(move |r| 2 * r + team as usize))
+                .map(|tile| input[tile * 64 + 63 - t])
+                .sum()
         })
         .collect()
 }
 
 const TWO_TEAM_ROUNDS: u32 = 5;
 
+/// Tiles for `TWO_TEAM_ROUNDS` rounds and one more.
 fn two_teams_input() -> Vec<u32> {
-    (0..TWO_TEAM_ROUNDS * 2 * 64).map(|i| i * 7 + 3).collect()
+    (0..(TWO_TEAM_ROUNDS + 1) * 2 * 64)
+        .map(|i| i * 7 + 3)
+        .collect()
 }
 
-/// The interpreter's race check passes the two-team kernel both ways (the GPU test below
+/// The interpreter's race check passes the two-team kernel every way (the GPU test below
 /// runs it under compute-sanitizer).
 #[test]
 fn two_teams_are_race_free_in_the_interpreter() {
     let input = two_teams_input();
-    for fill in [TileFill::Stores, TileFill::BulkCopy] {
+    for (fill, pace) in TWO_TEAM_VARIANTS {
         let mut mem = Memory::new();
         let src = mem.alloc_from("src", &input);
         let out = mem.alloc("out", THREADS as usize * 4);
@@ -462,21 +515,22 @@ fn two_teams_are_race_free_in_the_interpreter() {
             Arg::U32(TWO_TEAM_ROUNDS),
         ];
         interp::run(
-            &two_teams(fill),
+            &two_teams(fill, pace),
             &mut mem,
             &args,
             &interp::Launch::grid([1, 1, 1]),
         )
-        .unwrap_or_else(|e| panic!("{fill:?}: {e}"));
-        let want = two_teams_want(&input, TWO_TEAM_ROUNDS as usize);
-        assert_eq!(mem.read::<u32>(out), want, "{fill:?}");
+        .unwrap_or_else(|e| panic!("{fill:?} {pace:?}: {e}"));
+        let want = two_teams_want(&input, pace);
+        assert_eq!(mem.read::<u32>(out), want, "{fill:?} {pace:?}");
     }
 }
 
-/// The cut-down two-team kernel, both ways of filling its tiles, against its closed form:
-/// under `compute-sanitizer --tool racecheck` it says whether the tool orders a team's
-/// writes before the CTA barrier and the merge's reads after it, as the streamed decode
-/// kernel needs, with and without bulk copies completing on mbarriers.
+/// The cut-down two-team kernel, every way, against its closed form: under
+/// `compute-sanitizer --tool racecheck` (whose reports name each variant's kernel) it says
+/// whether the tool orders a team's writes before the CTA barrier and the merge's reads
+/// after it, as the streamed decode kernel needs: with and without bulk copies completing
+/// on mbarriers, teams that pass their named barriers as often or not, staggered or not.
 #[test]
 fn gpu_two_teams_merge_behind_the_cta_barrier() {
     let _gpu = shared_gpu();
@@ -486,9 +540,9 @@ fn gpu_two_teams_merge_behind_the_cta_barrier() {
     let stream = dev.stream();
     let input = two_teams_input();
     let src = stream.clone_htod(&input).unwrap();
-    for fill in [TileFill::Stores, TileFill::BulkCopy] {
+    for (fill, pace) in TWO_TEAM_VARIANTS {
         let out = stream.alloc_zeros::<u32>(THREADS as usize).unwrap();
-        let k = dev.load(&two_teams(fill)).unwrap();
+        let k = dev.load(&two_teams(fill, pace)).unwrap();
         let args = [
             KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
                 addr(&out, stream),
@@ -503,11 +557,11 @@ fn gpu_two_teams_merge_behind_the_cta_barrier() {
         // SAFETY: `out` holds 128 u32 and `src` the input; both live until the read-back.
         unsafe { k.launch(stream, Launch::new([1, 1, 1]), &args) }.unwrap();
         let got = stream.clone_dtoh(&out).unwrap();
-        let want = two_teams_want(&input, TWO_TEAM_ROUNDS as usize);
-        assert_eq!(got, want, "{fill:?}");
+        assert_eq!(got, two_teams_want(&input, pace), "{fill:?} {pace:?}");
     }
 }
 
+/// Runs here too: every kernel above prints and passes ptxas for sm_90a.
 #[test]
 fn kernels_used_here_assemble() {
     for k in [
@@ -516,9 +570,10 @@ fn kernels_used_here_assemble() {
         cluster_rank(Target::Sm90a, 16),
         accumulate(Target::Sm90a),
         smem_exchange(Target::Sm90a),
-        two_teams(TileFill::Stores),
-        two_teams(TileFill::BulkCopy),
-    ] {
+    ]
+    .into_iter()
+    .chain(TWO_TEAM_VARIANTS.map(|(fill, pace)| two_teams(fill, pace)))
+    {
         let m = dsl_core::emit::ptx::emit(&k).unwrap();
         if let Err(e) = dsl_core::ptxas::assemble(&m) {
             panic!("{e}\n{}", m.text);
