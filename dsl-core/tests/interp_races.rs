@@ -7,14 +7,17 @@ mod common;
 
 use common::{expect, when};
 use dsl_core::Target;
+use dsl_core::arch::cluster::cluster_sync;
 use dsl_core::arch::copy::bulk_load;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
 use dsl_core::arch::memory::{load, store};
 use dsl_core::arch::sync::{NamedBarrier, sync_threads};
-use dsl_core::arch::thread::{lane_id, thread_idx_x, warp_id};
+use dsl_core::arch::thread::{cluster_cta_rank, lane_id, thread_idx_x, warp_id};
 use dsl_core::interp::{Arg, FaultKind, InterpError, Launch, Memory, Options, run_with};
 use dsl_core::ir::Kernel;
-use dsl_core::trace::{KernelParam, SmemRegion, Tensor, Val, smem_alloc, threads, trace_kernel};
+use dsl_core::trace::{
+    KernelParam, SmemRegion, Tensor, Val, cluster_dims, smem_alloc, threads, trace_kernel,
+};
 
 fn run_checked(k: &Kernel, race_check: bool) -> Result<Vec<u32>, InterpError> {
     let mut mem = Memory::new();
@@ -223,5 +226,54 @@ fn a_copy_over_bytes_another_warp_still_reads_is_a_race() {
             "warp 0 of block",
             "read these bytes",
         ],
+    );
+}
+
+#[test]
+fn a_store_into_a_peer_cta_is_ordered_by_the_cluster_barrier() {
+    // Each CTA of a pair reads its own inbox, then stores into its peer's, behind a
+    // cluster barrier or not.
+    let pushed = |barrier: bool| {
+        trace_kernel("races_cluster", Target::Sm90a, || {
+            threads(32, 1, 1);
+            cluster_dims(2, 1, 1);
+            let out = Tensor::<u32, 1>::declare("out");
+            let inbox = smem_alloc("inbox", 128, 16);
+            let (lane, rank) = (lane_id(), cluster_cta_rank());
+            store(inbox.addr() + lane * 4u32, Val::<u32>::constant(0));
+            cluster_sync();
+            let before: Val<u32> = load(inbox.addr() + lane * 4u32);
+            if barrier {
+                cluster_sync();
+            }
+            store(inbox.addr().in_cta(rank ^ 1u32) + lane * 4u32, rank + 1u32);
+            cluster_sync();
+            let after: Val<u32> = load(inbox.addr() + lane * 4u32);
+            store(
+                out.base() + (rank * 32u32 + lane).mul_wide(4),
+                before + after,
+            );
+        })
+        .unwrap()
+    };
+    let run_pair = |k: &Kernel| {
+        let mut mem = Memory::new();
+        let out = mem.alloc("out", 64 * 4);
+        let args = [Arg::contiguous(out, &[64])];
+        run_with(
+            k,
+            &mut mem,
+            &args,
+            &Launch::grid([2, 1, 1]),
+            &Options::default(),
+        )
+        .map(|_| mem.read::<u32>(out))
+    };
+    let got = run_pair(&pushed(true)).unwrap();
+    assert_eq!((got[0], got[32]), (2, 1));
+    expect(
+        &run_pair(&pushed(false)).unwrap_err(),
+        FaultKind::SharedRace,
+        &["of block (1,0,0)", "nothing orders the two accesses"],
     );
 }
