@@ -8,6 +8,7 @@ use super::machine::{
     CLUSTER_SHIFT, Cluster, Machine, Warp, fault, lanes_of, pred_mask, reg, resolve_cluster,
 };
 use super::memory::{GlobalFault, SmemFault};
+use super::race::Touch;
 use crate::ir::{AccessTy, Space};
 
 impl Machine<'_> {
@@ -37,7 +38,7 @@ impl Machine<'_> {
                     let t = self.cluster_thread(w, lane);
                     self.check_landed(cl, w, Some(lane), t, c, off, out.len(), "the load reads")?;
                 }
-                self.race_access(cl, w, lane, c, off, out.len(), false, "the load reads")
+                self.race_access(cl, w, lane, c, off, out.len(), Touch::Reads("the load"))
             }
         }
     }
@@ -256,7 +257,7 @@ impl Machine<'_> {
                 landed.clear(off, total);
             }
         }
-        self.race_access(cl, w, lane, c, off, total, true, "the store writes")?;
+        self.race_access(cl, w, lane, c, off, total, Touch::Writes("the store"))?;
         self.track_store(cl, w, lane, c, off, total)
     }
 

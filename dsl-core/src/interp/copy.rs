@@ -21,6 +21,7 @@ use super::compile::{NONE, Slot};
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Machine, Warp, fault, lanes_of, reg, resolve_cluster};
 use super::proxy::{Landed, Landing, Until};
+use super::race::Touch;
 use super::{PARAM_BASE, PARAM_STRIDE, SMEM_BASE};
 use crate::layout::Swizzle;
 use crate::tensor_map::{MapSwizzle, TensorMapDesc};
@@ -254,7 +255,7 @@ impl Machine<'_> {
             .write(addr, bytes)
             .map_err(|e| self.smem_fault(cl, w, lane, c, addr, len, "copy write", e))?;
         self.require_no_in_flight_reader(cl, w, lane, c, off, len)?;
-        self.race_access(cl, w, lane, c, off, len, true, "the copy writes")?;
+        self.race_access(cl, w, lane, c, off, len, Touch::Writes("the copy"))?;
         let cta = &mut cl.ctas[c];
         if let Some(p) = cta.proxy.as_mut() {
             p.writer[off..off + len].fill(0);
@@ -553,7 +554,7 @@ impl Machine<'_> {
                     ));
                 }
                 self.check_landed(cl, w, Some(l), t, w.cta, off, len, "the TMA store reads")?;
-                self.race_access(cl, w, l, w.cta, off, len, false, "the TMA store reads")?;
+                self.race_access(cl, w, l, w.cta, off, len, Touch::Reads("the TMA store"))?;
             }
             let es = desc.elem().bytes();
             for row in box_rows(&desc, &cs) {
@@ -663,7 +664,7 @@ impl Machine<'_> {
             }
             let t = self.cluster_thread(w, l);
             self.check_landed(cl, w, Some(l), t, w.cta, off, total, "cp.async writes")?;
-            self.race_access(cl, w, l, w.cta, off, total, true, "cp.async writes")?;
+            self.race_access(cl, w, l, w.cta, off, total, Touch::Writes("cp.async"))?;
             if self.opts.async_proxy_check {
                 let len = cl.ctas[w.cta].smem.data.len();
                 let landed = cl.ctas[w.cta]

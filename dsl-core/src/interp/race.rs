@@ -111,6 +111,14 @@ fn join(into: &mut Vec<u32>, other: &[u32]) {
     }
 }
 
+/// An access the race check records: whether it reads or writes, and what makes it (the
+/// report's subject: "the load", "the copy").
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Touch {
+    Reads(&'static str),
+    Writes(&'static str),
+}
+
 /// Two accesses that nothing orders: the earlier one, and whether the later one writes.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Conflict {
@@ -344,8 +352,8 @@ impl Machine<'_> {
         w.cta * self.cfg.nwarps as usize + w.id as usize
     }
 
-    /// Checks and records `lane` of `w` accessing bytes `[off, off + len)` of CTA `c`'s
-    /// shared memory (`what`: the access, for the report).
+    /// Checks and records `lane` of `w` touching bytes `[off, off + len)` of CTA `c`'s
+    /// shared memory.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn race_access(
         &self,
@@ -355,15 +363,19 @@ impl Machine<'_> {
         c: usize,
         off: usize,
         len: usize,
-        write: bool,
-        what: &str,
+        touch: Touch,
     ) -> Result<(), InterpError> {
         let me = self.race_warp(w);
         let Some(races) = cl.races.as_mut() else {
             return Ok(());
         };
+        let write = matches!(touch, Touch::Writes(_));
         let Err(conflict) = races.access(c, off, len, me, w.pc, write) else {
             return Ok(());
+        };
+        let what = match touch {
+            Touch::Reads(who) => format!("{who} reads"),
+            Touch::Writes(who) => format!("{who} writes"),
         };
         let earlier = conflict.earlier;
         let nwarps = self.cfg.nwarps;

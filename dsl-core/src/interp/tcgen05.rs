@@ -9,6 +9,7 @@ use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Flow, Machine, Warp, fault, lanes_of, reg};
 use super::memory::{SmemFault, TMEM_COLS, TmemAlloc, TmemFault};
 use super::proxy::Flight;
+use super::race::Touch;
 use super::{SMEM_BASE, cvt};
 
 /// How an MMA names the operand it reads, for messages.
@@ -95,7 +96,7 @@ impl Machine<'_> {
             return Err(self.smem_fault(cl, w, 0, w.cta, addr, 4, "write", e));
         }
         let off = (addr - SMEM_BASE as u64) as usize;
-        self.race_access(cl, w, 0, w.cta, off, 4, true, "tcgen05.alloc writes")?;
+        self.race_access(cl, w, 0, w.cta, off, 4, Touch::Writes("tcgen05.alloc"))?;
         let cta = &mut cl.ctas[w.cta];
         // The tensor core wrote the address, not a thread: nothing for the proxy check.
         if let Some(p) = cta.proxy.as_mut() {
