@@ -270,12 +270,12 @@ impl WgmmaTiled {
     /// `first_warpgroup ..` (its thread `thread_idx_x() - 128 first_warpgroup`, e.g. a
     /// second team's). The warpgroup that picks the thread's rows of an A tile in shared
     /// memory comes from `%tid.x >> 7`, in a form ptxas sees is the same across a warp:
-    /// ptxas (13.0, 13.5) keeps `%tid.x >> 7` and what is computed from it in uniform
-    /// registers, but not `(%tid.x - 256) >> 7`, nor `(%tid.x >> 7) - 2` (which it turns
-    /// into that), and then rebuilds the A descriptor of every MMA with 64-bit IADD3 and
-    /// R2UR: about 100 instructions more a 16-MMA S tile of the streamed decode kernel's
-    /// second team. Where the first warpgroup is a multiple of the tiling's power-of-two
-    /// warpgroups, `(%tid.x >> 7) & (warpgroups - 1)` is the same number and stays uniform.
+    /// ptxas 13.5 keeps `(%tid.x >> 7) & 1` (and `^ 2`) in uniform registers, but neither
+    /// `(%tid.x - 256) >> 7` nor `(%tid.x >> 7) - 2`, and with those rebuilds the A
+    /// descriptor of every MMA with a 64-bit IADD3 and an R2UR: about 100 instructions
+    /// more a 16-MMA S tile of the streamed decode kernel's second team. Where the first
+    /// warpgroup is a multiple of the tiling's power-of-two warpgroups,
+    /// `(%tid.x >> 7) & (warpgroups - 1)` is the same number; elsewhere a subtraction.
     pub fn thread_in_cta(&self, first_warpgroup: u32) -> WgmmaThread {
         let tid = thread_idx_x();
         let cta_warpgroup = tid >> 7u32;
