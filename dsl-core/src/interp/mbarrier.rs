@@ -24,13 +24,7 @@ impl Machine<'_> {
     pub(crate) fn observe(&self, cl: &mut Cluster, w: &Warp, bar: Slot, parity: Slot) {
         for l in lanes_of(w.active) {
             let off = (reg(&w.regs, bar, l) as u32).wrapping_sub(SMEM_BASE);
-            let p = reg(&w.regs, parity, l) & 1;
-            let completed = cl.ctas[w.cta].mbars[&off].phase;
-            let seen = if completed > 0 && (completed - 1) & 1 == p {
-                completed
-            } else {
-                completed.saturating_sub(1)
-            };
+            let seen = phases_seen(cl.ctas[w.cta].mbars[&off].phase, reg(&w.regs, parity, l));
             let t = self.cluster_thread(w, l) as u32;
             let e = cl.observed.entry((t, w.cta as u32, off)).or_insert(0);
             *e = (*e).max(seen);
@@ -239,6 +233,17 @@ impl Machine<'_> {
         // A copy's bytes completing release what its issuer did before issuing it.
         self.race_mbar(cl, w, c, off, phase, tx < 0);
         Ok(phase)
+    }
+}
+
+/// How many phases of an mbarrier that has completed `completed` a successful
+/// `try_wait.parity parity` has seen: up to the latest completed phase of that parity
+/// (0 when none has completed, as for a fresh barrier's wait for parity 1).
+pub(crate) fn phases_seen(completed: u64, parity: u64) -> u64 {
+    if completed > 0 && (completed - 1) & 1 == parity & 1 {
+        completed
+    } else {
+        completed.saturating_sub(1)
     }
 }
 

@@ -28,6 +28,7 @@ use super::SMEM_BASE;
 use super::compile::Slot;
 use super::error::{FaultKind, InterpError};
 use super::machine::{Cluster, Machine, Warp, fault, lanes_of, reg};
+use super::mbarrier::phases_seen;
 
 /// No warp: an empty access record.
 const NONE: u32 = u32::MAX;
@@ -87,25 +88,31 @@ impl SyncClock {
         self.done.push((generation, std::mem::take(&mut self.open)));
     }
 
-    /// The clock of completed generation `generation`; a generation no longer kept gives
-    /// every clock kept (ordering more than the hardware does can hide a race, never
-    /// invent one).
-    fn completed(&self, generation: u64) -> Vec<u32> {
+    /// Joins the clock of completed generation `generation` into `into`; a generation no
+    /// longer kept joins every clock kept (ordering more than the hardware does can hide a
+    /// race, never invent one).
+    fn acquire_into(&self, generation: u64, into: &mut [u32]) {
         if let Some((_, c)) = self.done.iter().find(|(g, _)| *g == generation) {
-            return c.clone();
+            join_into(into, c);
+            return;
         }
-        let mut all = self.open.clone();
+        join_into(into, &self.open);
         for (_, c) in &self.done {
-            join(&mut all, c);
+            join_into(into, c);
         }
-        all
     }
 }
 
+/// Grows `into` to `other`'s length and joins `other` into it.
 fn join(into: &mut Vec<u32>, other: &[u32]) {
     if into.len() < other.len() {
         into.resize(other.len(), 0);
     }
+    join_into(into, other);
+}
+
+/// The element-wise maximum of `into` and `other`, into `into`.
+fn join_into(into: &mut [u32], other: &[u32]) {
     for (a, &b) in into.iter_mut().zip(other) {
         *a = (*a).max(b);
     }
@@ -163,19 +170,15 @@ impl Races {
         }
     }
 
-    fn clock(&self, w: usize) -> &[u32] {
-        &self.clocks[w * self.warps..(w + 1) * self.warps]
+    /// Warp `w` releases into `sync`: its clock joins the object's, then ticks.
+    fn release(sync: &mut SyncClock, clocks: &mut [u32], warps: usize, w: usize) {
+        sync.release(&clocks[w * warps..(w + 1) * warps]);
+        clocks[w * warps + w] += 1;
     }
 
-    fn tick(&mut self, w: usize) {
-        self.clocks[w * self.warps + w] += 1;
-    }
-
-    fn acquire(&mut self, w: usize, clock: &[u32]) {
-        let own = &mut self.clocks[w * self.warps..(w + 1) * self.warps];
-        for (a, &b) in own.iter_mut().zip(clock) {
-            *a = (*a).max(b);
-        }
+    /// Warp `w` acquires generation `generation` of `sync`.
+    fn acquire(sync: &SyncClock, generation: u64, clocks: &mut [u32], warps: usize, w: usize) {
+        sync.acquire_into(generation, &mut clocks[w * warps..(w + 1) * warps]);
     }
 
     /// Whether warp `w` has seen access `a` (its own, or released to it).
@@ -184,9 +187,7 @@ impl Races {
     }
 
     pub(crate) fn bar_arrive(&mut self, cta: usize, id: usize, w: usize) {
-        let clock = self.clock(w).to_vec();
-        self.bars[cta][id].release(&clock);
-        self.tick(w);
+        Self::release(&mut self.bars[cta][id], &mut self.clocks, self.warps, w);
     }
 
     pub(crate) fn bar_complete(&mut self, cta: usize, id: usize, generation: u64) {
@@ -194,15 +195,14 @@ impl Races {
     }
 
     pub(crate) fn bar_pass(&mut self, cta: usize, id: usize, generation: u64, w: usize) {
-        let clock = self.bars[cta][id].completed(generation);
-        self.acquire(w, &clock);
+        let sync = &self.bars[cta][id];
+        Self::acquire(sync, generation, &mut self.clocks, self.warps, w);
     }
 
     /// A release on the mbarrier at `off` of CTA `cta` (an arrival, or a copy completing).
     pub(crate) fn mbar_release(&mut self, cta: usize, off: u32, w: usize) {
-        let clock = self.clock(w).to_vec();
-        self.mbars.entry((cta, off)).or_default().release(&clock);
-        self.tick(w);
+        let sync = self.mbars.entry((cta, off)).or_default();
+        Self::release(sync, &mut self.clocks, self.warps, w);
     }
 
     pub(crate) fn mbar_complete(&mut self, cta: usize, off: u32, phase: u64) {
@@ -210,14 +210,12 @@ impl Races {
     }
 
     pub(crate) fn mbar_pass(&mut self, cta: usize, off: u32, phase: u64, w: usize) {
-        let clock = self.mbars.entry((cta, off)).or_default().completed(phase);
-        self.acquire(w, &clock);
+        let sync = self.mbars.entry((cta, off)).or_default();
+        Self::acquire(sync, phase, &mut self.clocks, self.warps, w);
     }
 
     pub(crate) fn cluster_arrive(&mut self, w: usize) {
-        let clock = self.clock(w).to_vec();
-        self.cluster.release(&clock);
-        self.tick(w);
+        Self::release(&mut self.cluster, &mut self.clocks, self.warps, w);
     }
 
     pub(crate) fn cluster_complete(&mut self, phase: u64) {
@@ -225,8 +223,7 @@ impl Races {
     }
 
     pub(crate) fn cluster_pass(&mut self, phase: u64, w: usize) {
-        let clock = self.cluster.completed(phase);
-        self.acquire(w, &clock);
+        Self::acquire(&self.cluster, phase, &mut self.clocks, self.warps, w);
     }
 
     /// Warp `w`'s access at `pc` of bytes `[off, off + len)` of CTA `cta`'s shared memory:
@@ -428,12 +425,12 @@ impl Machine<'_> {
     /// Barriers of CTA `cta` that completed without an arrival (a warp exited): `before`
     /// holds their generations before.
     pub(crate) fn race_bars_completed(cl: &mut Cluster, cta: usize, before: &[u64; 16]) {
-        let after: Vec<u64> = cl.ctas[cta].bars.iter().map(|b| b.generation).collect();
-        if let Some(races) = cl.races.as_mut() {
-            for (id, (&b, &a)) in before.iter().zip(&after).enumerate() {
-                if a > b {
-                    races.bar_complete(cta, id, b);
-                }
+        let Some(races) = cl.races.as_mut() else {
+            return;
+        };
+        for (id, (bar, &b)) in cl.ctas[cta].bars.iter().zip(before).enumerate() {
+            if bar.generation > b {
+                races.bar_complete(cta, id, b);
             }
         }
     }
@@ -470,17 +467,9 @@ impl Machine<'_> {
         let me = self.race_warp(w);
         for l in lanes_of(w.active) {
             let off = (reg(&w.regs, bar, l) as u32).wrapping_sub(SMEM_BASE);
-            let p = reg(&w.regs, parity, l) & 1;
-            let completed = cl.ctas[w.cta].mbars[&off].phase;
-            let phase = if completed > 0 && (completed - 1) & 1 == p {
-                completed - 1
-            } else if completed >= 2 {
-                completed - 2
-            } else {
-                // A fresh barrier passes a wait for parity 1: no phase, nothing to acquire.
-                continue;
-            };
-            if let Some(races) = cl.races.as_mut() {
+            let seen = phases_seen(cl.ctas[w.cta].mbars[&off].phase, reg(&w.regs, parity, l));
+            // A fresh barrier passes a wait for parity 1: no phase, nothing to acquire.
+            if let (Some(races), Some(phase)) = (cl.races.as_mut(), seen.checked_sub(1)) {
                 races.mbar_pass(w.cta, off, phase, me);
             }
         }
