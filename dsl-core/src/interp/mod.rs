@@ -265,8 +265,34 @@ pub struct Options {
     pub async_proxy_check: bool,
     /// Check shared memory for races, as compute-sanitizer's racecheck does: two accesses
     /// of the same bytes by different warps, one of them a write, that no barrier,
-    /// mbarrier or cluster barrier orders. Costs 24 bytes of bookkeeping per word of shared
+    /// mbarrier or cluster barrier orders. Costs 36 bytes of bookkeeping per word of shared
     /// memory and a clock per pair of warps of a cluster.
+    ///
+    /// ```
+    /// use dsl_core::Target;
+    /// use dsl_core::arch::memory::{load, store};
+    /// use dsl_core::arch::thread::thread_idx_x;
+    /// use dsl_core::interp::{Arg, FaultKind, Launch, Memory, Options, run_with};
+    /// use dsl_core::trace::{KernelParam, Tensor, Val, smem_alloc, threads, trace_kernel};
+    ///
+    /// // Each thread reads the word of its lane in warp 0, with no barrier.
+    /// let kernel = trace_kernel("handoff", Target::Sm90a, || {
+    ///     threads(64, 1, 1);
+    ///     let out = Tensor::<u32, 1>::declare("out");
+    ///     let buf = smem_alloc("buf", 256, 16);
+    ///     let tid = thread_idx_x();
+    ///     store(buf.addr() + tid * 4u32, tid);
+    ///     let v: Val<u32> = load(buf.addr() + (tid % 32u32) * 4u32);
+    ///     store(out.base() + tid.mul_wide(4), v);
+    /// })
+    /// .unwrap();
+    /// let mut mem = Memory::new();
+    /// let out = mem.alloc("out", 256);
+    /// let args = [Arg::contiguous(out, &[64])];
+    /// let e = run_with(&kernel, &mut mem, &args, &Launch::grid([1, 1, 1]), &Options::default())
+    ///     .unwrap_err();
+    /// assert_eq!(e.fault().unwrap().kind, FaultKind::SharedRace);
+    /// ```
     pub race_check: bool,
     /// Warp-instructions one cluster may execute before the run stops with
     /// [`FaultKind::Watchdog`] (a runtime loop that never ends would otherwise hang the

@@ -276,6 +276,23 @@ impl WgmmaTiled {
     /// more a 16-MMA S tile of the streamed decode kernel's second team. Where the first
     /// warpgroup is a multiple of the tiling's power-of-two warpgroups,
     /// `(%tid.x >> 7) & (warpgroups - 1)` is the same number; elsewhere a subtraction.
+    ///
+    /// ```
+    /// use dsl_core::Target;
+    /// use dsl_core::arch::sm90::wgmma::MmaF16Bf16Ss;
+    /// use dsl_core::layout::Major;
+    /// use dsl_core::tensor::WgmmaTiled;
+    /// use dsl_core::trace::{threads, trace_kernel};
+    ///
+    /// // A second team of two warpgroups (threads 256..512) takes a 128 x 64 tile.
+    /// trace_kernel("second_team", Target::Sm90a, || {
+    ///     threads(512, 1, 1);
+    ///     let tiled = WgmmaTiled::ss(MmaF16Bf16Ss::bf16(64, Major::K, Major::K), 2, 128, 64);
+    ///     let thr = tiled.thread_in_cta(2);
+    ///     let _acc = thr.partition_fragment_c();
+    /// })
+    /// .unwrap();
+    /// ```
     pub fn thread_in_cta(&self, first_warpgroup: u32) -> WgmmaThread {
         let tid = thread_idx_x();
         let cta_warpgroup = tid >> 7u32;
