@@ -11,7 +11,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use dsl_core::Target;
 use dsl_core::arch::copy::bulk_load;
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
-use dsl_core::arch::memory::{Gmem, LoadOpts, load, load_vec_if, store, store_if};
+use dsl_core::arch::memory::{Gmem, LoadOpts, Smem, load, load_vec_if, store, store_if};
 use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
 use dsl_core::arch::sync::{NamedBarrier, sync_threads};
 use dsl_core::arch::thread::{block_idx_x, cluster_cta_rank, thread_idx_x};
@@ -146,103 +146,205 @@ impl Pace {
     }
 }
 
-/// The ways the two-team kernel runs: every pace with tiles by stores and by bulk copies.
-const TWO_TEAM_VARIANTS: [(TileFill, Pace); 6] = [
-    (TileFill::Stores, Pace::Even),
-    (TileFill::Stores, Pace::SecondTeamOneTileMore),
-    (TileFill::Stores, Pace::Staggered),
-    (TileFill::BulkCopy, Pace::Even),
-    (TileFill::BulkCopy, Pace::SecondTeamOneTileMore),
-    (TileFill::BulkCopy, Pace::Staggered),
+/// Where the two-team kernel's teams run their tiles from.
+#[derive(Clone, Copy, Debug)]
+enum TeamCode {
+    /// One loop for both, the team a run-time value.
+    Shared,
+    /// Each team its own copy of the loop, in one arm of a branch on the team, as the
+    /// decode kernel traces its teams.
+    PerTeam,
+}
+
+/// One way to run the two-team kernel.
+#[derive(Clone, Copy, Debug)]
+struct TwoTeams {
+    fill: TileFill,
+    pace: Pace,
+    code: TeamCode,
+    /// Warps a team: 2, or 8 as in the decode kernel.
+    team_warps: u32,
+}
+
+impl TwoTeams {
+    const fn new(fill: TileFill, pace: Pace, code: TeamCode, team_warps: u32) -> TwoTeams {
+        TwoTeams {
+            fill,
+            pace,
+            code,
+            team_warps,
+        }
+    }
+
+    /// Threads a team, and words a tile.
+    fn team_threads(self) -> u32 {
+        32 * self.team_warps
+    }
+
+    fn threads(self) -> u32 {
+        2 * self.team_threads()
+    }
+
+    /// The kernel's name, which racecheck's reports give.
+    fn name(self) -> String {
+        let TwoTeams {
+            fill,
+            pace,
+            code,
+            team_warps,
+        } = self;
+        format!("two_teams_{fill:?}_{pace:?}_{code:?}_{team_warps}warps")
+    }
+}
+
+/// The ways the two-team kernel runs: every pace with tiles by stores and by bulk copies in
+/// teams of two warps sharing their code; then teams of 8 warps, each with its own code,
+/// as the decode kernel's.
+const TWO_TEAM_VARIANTS: [TwoTeams; 10] = [
+    TwoTeams::new(TileFill::Stores, Pace::Even, TeamCode::Shared, 2),
+    TwoTeams::new(
+        TileFill::Stores,
+        Pace::SecondTeamOneTileMore,
+        TeamCode::Shared,
+        2,
+    ),
+    TwoTeams::new(TileFill::Stores, Pace::Staggered, TeamCode::Shared, 2),
+    TwoTeams::new(TileFill::BulkCopy, Pace::Even, TeamCode::Shared, 2),
+    TwoTeams::new(
+        TileFill::BulkCopy,
+        Pace::SecondTeamOneTileMore,
+        TeamCode::Shared,
+        2,
+    ),
+    TwoTeams::new(TileFill::BulkCopy, Pace::Staggered, TeamCode::Shared, 2),
+    TwoTeams::new(TileFill::Stores, Pace::Even, TeamCode::PerTeam, 8),
+    TwoTeams::new(TileFill::BulkCopy, Pace::Even, TeamCode::PerTeam, 8),
+    TwoTeams::new(
+        TileFill::BulkCopy,
+        Pace::SecondTeamOneTileMore,
+        TeamCode::PerTeam,
+        8,
+    ),
+    TwoTeams::new(TileFill::BulkCopy, Pace::Staggered, TeamCode::PerTeam, 8),
 ];
 
-/// The synchronisation of the streamed decode kernel, cut down: two teams of two warps,
-/// each walking its tiles of 64 words behind its own named barrier (a tile filled, then
+/// The synchronisation of the streamed decode kernel, cut down: two teams of N threads,
+/// each walking its tiles of N words behind its own named barrier (a tile filled, then
 /// read across the team's warps), each writing its partial sums over its tile; after the
 /// CTA barrier every thread adds both partials. `out[t]` is the sum over every tile of
-/// both teams of its word `63 - t % 64`, with tile r of team e at `src[(2 r + e) * 64..]`.
-fn two_teams(fill: TileFill, pace: Pace) -> Kernel {
-    trace_kernel(
-        &format!("two_teams_{fill:?}_{pace:?}"),
-        Target::Sm90a,
-        || {
-            threads(THREADS, 1, 1);
-            let out = Tensor::<u32, 1>::declare("out");
-            let src = Tensor::<u32, 1>::declare("src");
-            let rounds = Val::<u32>::declare("rounds");
-            let tiles = smem_alloc("tiles", 2 * 256, 128);
-            let bars = smem_alloc("bars", 16, 8);
-            let tid = thread_idx_x();
-            let (team, t) = (tid / 64u32, tid % 64u32);
-            let tile = tiles.addr() + team * 256u32;
-            let bar = Mbarrier::at(bars.addr() + team * 8u32);
-            branch(tid.lt(2u32), (), &[], SourceLoc::caller(), |first, ()| {
+/// both teams of its word `N - 1 - t % N`, with tile r of team e at `src[(2 r + e) N..]`.
+fn two_teams(way: TwoTeams) -> Kernel {
+    trace_kernel(&way.name(), Target::Sm90a, || {
+        let n = way.team_threads();
+        threads(way.threads(), 1, 1);
+        let out = Tensor::<u32, 1>::declare("out");
+        let src = Tensor::<u32, 1>::declare("src");
+        let rounds = Val::<u32>::declare("rounds");
+        let tiles = smem_alloc("tiles", 2 * n * 4, 128);
+        let bars = smem_alloc("bars", 16, 8);
+        let tid = thread_idx_x();
+        let (team, t) = (tid / n, tid % n);
+        branch(tid.lt(2u32), (), &[], SourceLoc::caller(), |first, ()| {
+            if first {
+                Mbarrier::at(bars.addr() + tid * 8u32).init(1u32);
+                init_fence();
+            }
+            ((), ())
+        });
+        sync_threads();
+        if let Pace::Staggered = way.pace {
+            let stagger = NamedBarrier::new(3, way.threads());
+            branch(team.eq(0u32), (), &[], SourceLoc::caller(), |first, ()| {
                 if first {
-                    Mbarrier::at(bars.addr() + tid * 8u32).init(1u32);
-                    init_fence();
+                    stagger.arrive();
+                } else {
+                    stagger.sync();
                 }
                 ((), ())
             });
-            sync_threads();
-            if let Pace::Staggered = pace {
-                let stagger = NamedBarrier::new(3, THREADS);
-                branch(team.eq(0u32), (), &[], SourceLoc::caller(), |first, ()| {
-                    if first {
-                        stagger.arrive();
-                    } else {
-                        stagger.sync();
+        }
+        let sum = match way.code {
+            TeamCode::Shared => {
+                let team_sync = || {
+                    for e in 0..2u32 {
+                        branch(team.eq(e), (), &[], SourceLoc::caller(), |mine, ()| {
+                            if mine {
+                                NamedBarrier::new(1 + e, n).sync();
+                            }
+                            ((), ())
+                        });
                     }
-                    ((), ())
-                });
+                };
+                walk_tiles(
+                    way,
+                    team,
+                    t,
+                    (&src, rounds, tiles.addr(), bars.addr()),
+                    &team_sync,
+                )
             }
-            let team_sync = || {
-                for (e, id) in [(0u32, 1u32), (1, 2)] {
-                    branch(team.eq(e), (), &[], SourceLoc::caller(), |mine, ()| {
-                        if mine {
-                            NamedBarrier::new(id, 64).sync();
+            TeamCode::PerTeam => {
+                let (_, sum) = branch(team.eq(0u32), (), &[], SourceLoc::caller(), |first, ()| {
+                    let e = if first { 0u32 } else { 1 };
+                    let team_sync = || NamedBarrier::new(1 + e, n).sync();
+                    let shared = (&src, rounds, tiles.addr(), bars.addr());
+                    ((), walk_tiles(way, Val::constant(e), t, shared, &team_sync))
+                });
+                sum
+            }
+        };
+        store(tiles.addr() + tid * 4u32, sum);
+        sync_threads();
+        let a: Val<u32> = load(tiles.addr() + t * 4u32);
+        let b: Val<u32> = load(tiles.addr() + (t + n) * 4u32);
+        store(element(out.base(), tid), a + b);
+    })
+    .unwrap()
+}
+
+/// Team `team`'s tiles (its thread `t`), each filled, read across the team and summed: the
+/// sum of this thread's word over them. `shared` is the source, the rounds, and the shared
+/// tiles' and mbarriers' addresses.
+fn walk_tiles(
+    way: TwoTeams,
+    team: Val<u32>,
+    t: Val<u32>,
+    (src, rounds, tiles, bars): (&Tensor<u32, 1>, Val<u32>, Smem, Smem),
+    team_sync: &dyn Fn(),
+) -> Val<u32> {
+    let n = way.team_threads();
+    let tile = tiles + team * (n * 4);
+    let bar = Mbarrier::at(bars + team * 8u32);
+    for_loop(
+        dyn_range(0u32, rounds + team * way.pace.extra_tiles(1)),
+        Val::<u32>::constant(0),
+        &["sum"],
+        SourceLoc::caller(),
+        |r, sum| {
+            let first = (r * 2u32 + team) * n;
+            match way.fill {
+                TileFill::Stores => {
+                    let v: Val<u32> = load(element(src.base(), first + t));
+                    store(tile + t * 4u32, v);
+                    team_sync();
+                }
+                TileFill::BulkCopy => {
+                    branch(t.eq(0u32), (), &[], SourceLoc::caller(), |issuer, ()| {
+                        if issuer {
+                            bar.arrive_expect_tx(n * 4);
+                            bulk_load(tile, element(src.base(), first), n * 4, bar);
                         }
                         ((), ())
                     });
+                    bar.wait(r & 1u32);
                 }
-            };
-            let sum = for_loop(
-                dyn_range(0u32, rounds + team * pace.extra_tiles(1)),
-                Val::<u32>::constant(0),
-                &["sum"],
-                SourceLoc::caller(),
-                |r, sum| {
-                    let first = (r * 2u32 + team) * 64u32;
-                    match fill {
-                        TileFill::Stores => {
-                            let v: Val<u32> = load(element(src.base(), first + t));
-                            store(tile + t * 4u32, v);
-                            team_sync();
-                        }
-                        TileFill::BulkCopy => {
-                            branch(t.eq(0u32), (), &[], SourceLoc::caller(), |issuer, ()| {
-                                if issuer {
-                                    bar.arrive_expect_tx(256u32);
-                                    bulk_load(tile, element(src.base(), first), 256u32, bar);
-                                }
-                                ((), ())
-                            });
-                            bar.wait(r & 1u32);
-                        }
-                    }
-                    let v: Val<u32> = load(tile + (63u32 - t) * 4u32);
-                    // Every read of this tile before the next round overwrites it.
-                    team_sync();
-                    sum + v
-                },
-            );
-            store(tiles.addr() + tid * 4u32, sum);
-            sync_threads();
-            let a: Val<u32> = load(tiles.addr() + t * 4u32);
-            let b: Val<u32> = load(tiles.addr() + (t + 64u32) * 4u32);
-            store(element(out.base(), tid), a + b);
+            }
+            let v: Val<u32> = load(tile + (n - 1 - t) * 4u32);
+            // Every read of this tile before the next round overwrites it.
+            team_sync();
+            sum + v
         },
     )
-    .unwrap()
 }
 
 /// The device address of `s`, for a tensor argument. The read/write events cudarc records
@@ -478,14 +580,15 @@ fn gpu_graph_capture_and_replay() {
 }
 
 /// `out[t]` of the two-team kernel over `input` (closed form).
-fn two_teams_want(input: &[u32], pace: Pace) -> Vec<u32> {
-    let tiles_of = |team: u32| (TWO_TEAM_ROUNDS + pace.extra_tiles(team)) as usize;
-    (0..THREADS as usize)
+fn two_teams_want(input: &[u32], way: TwoTeams) -> Vec<u32> {
+    let n = way.team_threads() as usize;
+    let tiles_of = |team: u32| (TWO_TEAM_ROUNDS + way.pace.extra_tiles(team)) as usize;
+    (0..way.threads() as usize)
         .map(|tid| {
-            let t = tid % 64;
+            let t = tid % n;
             (0..2)
                 .flat_map(|team| (0..tiles_of(team)).map(move |r| 2 * r + team as usize))
-                .map(|tile| input[tile * 64 + 63 - t])
+                .map(|tile| input[tile * n + n - 1 - t])
                 .sum()
         })
         .collect()
@@ -493,9 +596,13 @@ fn two_teams_want(input: &[u32], pace: Pace) -> Vec<u32> {
 
 const TWO_TEAM_ROUNDS: u32 = 5;
 
-/// Tiles for `TWO_TEAM_ROUNDS` rounds and one more.
+/// Tiles for `TWO_TEAM_ROUNDS` rounds and one more, of the widest teams.
 fn two_teams_input() -> Vec<u32> {
-    (0..(TWO_TEAM_ROUNDS + 1) * 2 * 64)
+    let widest = TWO_TEAM_VARIANTS
+        .map(TwoTeams::team_threads)
+        .into_iter()
+        .max();
+    (0..(TWO_TEAM_ROUNDS + 1) * 2 * widest.unwrap_or(0))
         .map(|i| i * 7 + 3)
         .collect()
 }
@@ -505,32 +612,32 @@ fn two_teams_input() -> Vec<u32> {
 #[test]
 fn two_teams_are_race_free_in_the_interpreter() {
     let input = two_teams_input();
-    for (fill, pace) in TWO_TEAM_VARIANTS {
+    for way in TWO_TEAM_VARIANTS {
         let mut mem = Memory::new();
         let src = mem.alloc_from("src", &input);
-        let out = mem.alloc("out", THREADS as usize * 4);
+        let out = mem.alloc("out", way.threads() as usize * 4);
         let args = [
-            Arg::contiguous(out, &[i64::from(THREADS)]),
+            Arg::contiguous(out, &[i64::from(way.threads())]),
             Arg::contiguous(src, &[input.len() as i64]),
             Arg::U32(TWO_TEAM_ROUNDS),
         ];
         interp::run(
-            &two_teams(fill, pace),
+            &two_teams(way),
             &mut mem,
             &args,
             &interp::Launch::grid([1, 1, 1]),
         )
-        .unwrap_or_else(|e| panic!("{fill:?} {pace:?}: {e}"));
-        let want = two_teams_want(&input, pace);
-        assert_eq!(mem.read::<u32>(out), want, "{fill:?} {pace:?}");
+        .unwrap_or_else(|e| panic!("{way:?}: {e}"));
+        assert_eq!(mem.read::<u32>(out), two_teams_want(&input, way), "{way:?}");
     }
 }
 
 /// The cut-down two-team kernel, every way, against its closed form: under
-/// `compute-sanitizer --tool racecheck` (whose reports name each variant's kernel) it says
+/// `compute-sanitizer --tool racecheck` (whose reports name each way's kernel) it says
 /// whether the tool orders a team's writes before the CTA barrier and the merge's reads
 /// after it, as the streamed decode kernel needs: with and without bulk copies completing
-/// on mbarriers, teams that pass their named barriers as often or not, staggered or not.
+/// on mbarriers, teams that pass their named barriers as often or not, staggered or not,
+/// sharing their code or each with its own.
 #[test]
 fn gpu_two_teams_merge_behind_the_cta_barrier() {
     let _gpu = shared_gpu();
@@ -540,13 +647,13 @@ fn gpu_two_teams_merge_behind_the_cta_barrier() {
     let stream = dev.stream();
     let input = two_teams_input();
     let src = stream.clone_htod(&input).unwrap();
-    for (fill, pace) in TWO_TEAM_VARIANTS {
-        let out = stream.alloc_zeros::<u32>(THREADS as usize).unwrap();
-        let k = dev.load(&two_teams(fill, pace)).unwrap();
+    for way in TWO_TEAM_VARIANTS {
+        let out = stream.alloc_zeros::<u32>(way.threads() as usize).unwrap();
+        let k = dev.load(&two_teams(way)).unwrap();
         let args = [
             KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
                 addr(&out, stream),
-                [i64::from(THREADS)],
+                [i64::from(way.threads())],
             )),
             KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(
                 addr(&src, stream),
@@ -554,10 +661,11 @@ fn gpu_two_teams_merge_behind_the_cta_barrier() {
             )),
             KernelArg::U32(TWO_TEAM_ROUNDS),
         ];
-        // SAFETY: `out` holds 128 u32 and `src` the input; both live until the read-back.
+        // SAFETY: `out` holds a u32 a thread and `src` the input; both live until the
+        // read-back.
         unsafe { k.launch(stream, Launch::new([1, 1, 1]), &args) }.unwrap();
         let got = stream.clone_dtoh(&out).unwrap();
-        assert_eq!(got, two_teams_want(&input, pace), "{fill:?} {pace:?}");
+        assert_eq!(got, two_teams_want(&input, way), "{way:?}");
     }
 }
 
@@ -572,7 +680,7 @@ fn kernels_used_here_assemble() {
         smem_exchange(Target::Sm90a),
     ]
     .into_iter()
-    .chain(TWO_TEAM_VARIANTS.map(|(fill, pace)| two_teams(fill, pace)))
+    .chain(TWO_TEAM_VARIANTS.map(two_teams))
     {
         let m = dsl_core::emit::ptx::emit(&k).unwrap();
         if let Err(e) = dsl_core::ptxas::assemble(&m) {
