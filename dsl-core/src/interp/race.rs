@@ -235,7 +235,7 @@ impl Races {
         len: usize,
         w: usize,
         pc: u32,
-        write: bool,
+        touch: Touch,
     ) -> Result<(), Conflict> {
         let clock = self.clocks[w * self.warps + w];
         for word in off / 4..(off + len).div_ceil(4) {
@@ -248,10 +248,9 @@ impl Races {
                 pc,
                 mask,
             };
-            if write {
-                self.write_word(cta, word, now)?;
-            } else {
-                self.read_word(cta, word, now)?;
+            match touch {
+                Touch::Writes(_) => self.write_word(cta, word, now)?,
+                Touch::Reads(_) => self.read_word(cta, word, now)?,
             }
         }
         Ok(())
@@ -366,8 +365,7 @@ impl Machine<'_> {
         let Some(races) = cl.races.as_mut() else {
             return Ok(());
         };
-        let write = matches!(touch, Touch::Writes(_));
-        let Err(conflict) = races.access(c, off, len, me, w.pc, write) else {
+        let Err(conflict) = races.access(c, off, len, me, w.pc, touch) else {
             return Ok(());
         };
         let what = match touch {
