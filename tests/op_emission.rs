@@ -67,10 +67,10 @@ fn op_zoo(data: Tensor<u32, 1>, n: Val<u32>, scale: Val<f32>, flags: GlobalPtr<u
         e4,
         cvt::ue8m0_to_bf16x2_with(g & 0xffu32, CvtPath::Emulated),
     );
-    let splat = cvt::e4m3_to_bf16x2_splat(e4 & 0xffu32);
+    let scale = cvt::e2m1_block_scale_with(e4, Val::constant(1), CvtPath::Emulated);
     let fp4 = cvt::bf16x2_fma(
         cvt::e2m1x8_to_bf16x8_with(e4, CvtPath::Emulated)[1],
-        splat,
+        cvt::e2m1x8_scaled(e4, scale)[2],
         deq[0],
     );
     let ue = cvt::ue8m0_round_up_with(fz, CvtPath::Emulated)

@@ -13,7 +13,7 @@ use dsl_core::arch::thread::{block_idx_x, lane_id, shfl_xor, thread_idx_x, warp_
 use dsl_core::interp::{self, Arg, Launch, Memory};
 use dsl_core::ir::Kernel;
 use dsl_core::jit::{self, KernelArg, TensorArg};
-use dsl_core::trace::{Tensor, threads};
+use dsl_core::trace::{Tensor, Val, threads};
 use dsl_macros::kernel;
 use half::bf16;
 use kernels::formats::mxfp8;
@@ -67,13 +67,15 @@ fn conversions(
         if lane < 16 {
             let rec = fp4.base() + r.mul_wide(FP4_RECORD as u32);
             let words = load_vec::<u32, 4, _>(rec + lane * 16);
-            let low = cvt::e4m3_to_bf16x2_splat(load_u8(rec + 256 + lane * 2, None));
-            let high = cvt::e4m3_to_bf16x2_splat(load_u8(rec + 257 + lane * 2, None));
+            // The two scales as bytes 0 and 1 of a word, as the kernel's chunks hold them.
+            let [low, high] = [256, 257].map(|at| load_u8(rec + at + lane * 2, None));
+            let scale_pair = low | (high << 8);
+            let scales =
+                [0u32, 1].map(|b| cvt::e2m1_block_scale_with(scale_pair, Val::constant(b), path));
             let out = out_fp4.base() + r.mul_wide(2 * HEAD_DIM as u32) + lane * 64;
             for w in 0..4 {
-                let scale = if w < 2 { low } else { high };
-                let dims = cvt::e2m1x8_to_bf16x8_with(words[w], path)
-                    .map(|pair| cvt::bf16x2_mul(pair, scale).bitcast::<u32>());
+                let dims =
+                    cvt::e2m1x8_scaled(words[w], scales[w / 2]).map(|pair| pair.bitcast::<u32>());
                 store_vec(out + 16 * w as i64, dims);
             }
         }

@@ -274,7 +274,7 @@ const E4M3_PAIRS: [u32; 2] = [0x1404, 0x3424];
 /// A pair of e4m3 bytes of `word` placed by the `prmt` selector `pair` ([`E4M3_PAIRS`])
 /// with their bits moved to bf16's places: each value times 2^-120.
 #[track_caller]
-fn e4m3x2_shifted(word: Val<u32>, pair: u32) -> Val<Bf16x2> {
+fn e4m3x2_shifted(word: Val<u32>, pair: impl IntoVal<u32>) -> Val<Bf16x2> {
     let t = prmt(word, 0u32, pair);
     (((t >> 4) & 0x07f0_07f0u32) | (t & 0x8000_8000u32)).bitcast()
 }
@@ -294,13 +294,34 @@ fn e4m3x2_widened(word: Val<u32>, pair: u32) -> Val<Bf16x2> {
     ((widened << 4) & 0x87f0_87f0u32).bitcast()
 }
 
-/// One e4m3 byte (bits 7..0 of `byte`) as bf16 in both halves of a word, exact.
+/// The e4m3 scale of a block of e2m1 values, in both halves of a word, in the form
+/// [`e2m1x8_scaled`] multiplies by on its path: the exact scale where the values come from
+/// the native `cvt`; on the emulated path the scale's bits moved to bf16's places (the scale
+/// times 2^-120, exact for normal and subnormal codes alike), so that it takes no multiply
+/// by 2^120: the values it looks up are times 2^120 instead.
+#[derive(Clone, Copy)]
+pub struct E2m1BlockScale {
+    splat: Val<Bf16x2>,
+    path: CvtPath,
+}
+
+/// Byte `byte` (a run-time index, 0..4) of `word` as the e4m3 scale of a block of e2m1
+/// values, for [`e2m1x8_scaled`].
 #[track_caller]
-pub fn e4m3_to_bf16x2_splat(byte: Val<u32>) -> Val<Bf16x2> {
-    bf16x2_mul(
-        e4m3x2_shifted(byte, 0x0404),
-        bf16x2_splat_bits(BF16_TWO_POW_120),
-    )
+pub fn e2m1_block_scale(word: Val<u32>, byte: Val<u32>) -> E2m1BlockScale {
+    e2m1_block_scale_with(word, byte, CvtPath::current())
+}
+
+/// [`e2m1_block_scale`] on a chosen path.
+#[track_caller]
+pub fn e2m1_block_scale_with(word: Val<u32>, byte: Val<u32>, path: CvtPath) -> E2m1BlockScale {
+    // Selector nibbles 4, byte, 4, byte: the byte at bits 15..8 and 31..24, zeros below.
+    let moved = e4m3x2_shifted(word, byte * 0x1010u32 + 0x0404u32);
+    let splat = match path {
+        CvtPath::Native => bf16x2_mul(moved, bf16x2_splat_bits(BF16_TWO_POW_120)),
+        CvtPath::Emulated => moved,
+    };
+    E2m1BlockScale { splat, path }
 }
 
 /// The eight e2m1 values of `word` (element i in nibble i, low nibble first) as bf16,
@@ -340,6 +361,9 @@ pub fn e2m1x8_to_bf16x8(word: Val<u32>) -> [Val<Bf16x2>; 4] {
 /// 1.5, 2, 3, 4 and 6: each the 8-byte pool of a `prmt` that looks them up by magnitude.
 const E2M1_BF16_LOW_BYTES: [u32; 2] = [0xc080_0000, 0xc080_4000];
 const E2M1_BF16_HIGH_BYTES: [u32; 2] = [0x3f3f_3f00, 0x4040_4040];
+/// The high bytes of the same magnitudes times 2^120 (exponents 120 up: the low bytes stay),
+/// for [`e2m1x8_scaled`]'s emulated path.
+const E2M1_BF16_HIGH_BYTES_TIMES_2_POW_120: [u32; 2] = [0x7b7b_7b00, 0x7c7c_7c7c];
 
 /// `prmt` selectors that take the signs of elements (0..4) and (4..8) of a word to the
 /// msb of bytes 0..4, from the word shifted left by 4 (bytes 0-3: the even elements' sign
@@ -358,20 +382,66 @@ const E2M1_SIGN_SELECTORS: [u32; 2] = [0xd9c8, 0xfbea];
 pub fn e2m1x8_to_bf16x8_with(word: Val<u32>, path: CvtPath) -> [Val<Bf16x2>; 4] {
     match path {
         CvtPath::Native => std::array::from_fn(|byte| e2m1x2_native(word, byte as u8)),
-        CvtPath::Emulated => {
-            let magnitudes = word & 0x7777_7777u32;
-            let even_signs = word << 4;
-            let [low_half, high_half] =
-                [(magnitudes, 0), (magnitudes >> 16, 1)].map(|(selector, half)| {
-                    let low = prmt_lookup(E2M1_BF16_LOW_BYTES, selector);
-                    let high = prmt_lookup(E2M1_BF16_HIGH_BYTES, selector);
-                    let signs = prmt(even_signs, word, E2M1_SIGN_SELECTORS[half]);
-                    let high = high | (signs & 0x8080_8080u32);
-                    [prmt(low, high, 0x5140), prmt(low, high, 0x7362)]
-                });
-            [low_half[0], low_half[1], high_half[0], high_half[1]].map(|pair| pair.bitcast())
-        }
+        CvtPath::Emulated => e2m1x8_looked_up(word, E2M1_BF16_HIGH_BYTES),
     }
+}
+
+/// The eight e2m1 values of `word` times `scale`, each product rounded once to bf16: pairs
+/// as [`e2m1x8_to_bf16x8`]'s. On the emulated path the values are looked up times 2^120 and
+/// the scale is times 2^-120 ([`E2m1BlockScale`]): the same exact product, with the scale's
+/// multiply by 2^120 saved.
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::cvt::{e2m1_block_scale, e2m1x8_scaled};
+/// use dsl_core::arch::memory::{load, store_vec};
+/// use dsl_core::interp::{Arg, Launch, Memory, run};
+/// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+///
+/// // Word 0 holds the e2m1 codes of -0.5, 0.5, 1, 1.5, 2, 3, 4 and -6, low nibble first;
+/// // byte 1 of word 1 the e4m3 scale 2^-9 (a subnormal code); words 4-7 get the values
+/// // times it as four bf16 pairs.
+/// let kernel = trace_kernel("fp4", Target::Sm90a, || {
+///     threads(1, 1, 1);
+///     let x = Tensor::<u32, 1>::declare("x");
+///     let word: Val<u32> = load(x.base());
+///     let scales: Val<u32> = load(x.base() + 4);
+///     let scale = e2m1_block_scale(scales, Val::constant(1));
+///     let pairs = e2m1x8_scaled(word, scale);
+///     store_vec(x.base() + 16, pairs.map(|pair| pair.bitcast::<u32>()));
+/// })
+/// .unwrap();
+/// let mut mem = Memory::new();
+/// let x = mem.alloc_from("x", &[0xf654_3219u32, 0x0100, 0, 0, 0, 0, 0, 0]);
+/// run(&kernel, &mut mem, &[Arg::contiguous(x, &[8])], &Launch::grid([1, 1, 1])).unwrap();
+/// assert_eq!(
+///     mem.read::<u32>(x)[4..],
+///     [0x3a80_ba80, 0x3b40_3b00, 0x3bc0_3b80, 0xbc40_3c00]
+/// );
+/// ```
+#[track_caller]
+pub fn e2m1x8_scaled(word: Val<u32>, scale: E2m1BlockScale) -> [Val<Bf16x2>; 4] {
+    let values = match scale.path {
+        CvtPath::Native => e2m1x8_to_bf16x8_with(word, CvtPath::Native),
+        CvtPath::Emulated => e2m1x8_looked_up(word, E2M1_BF16_HIGH_BYTES_TIMES_2_POW_120),
+    };
+    values.map(|pair| bf16x2_mul(pair, scale.splat))
+}
+
+/// The emulated e2m1 lookup of [`e2m1x8_to_bf16x8_with`], with `high_bytes` the pool of the
+/// values' high bytes (their low bytes are the same at any even power of two).
+#[track_caller]
+fn e2m1x8_looked_up(word: Val<u32>, high_bytes: [u32; 2]) -> [Val<Bf16x2>; 4] {
+    let magnitudes = word & 0x7777_7777u32;
+    let even_signs = word << 4;
+    let [low_half, high_half] = [(magnitudes, 0), (magnitudes >> 16, 1)].map(|(selector, half)| {
+        let low = prmt_lookup(E2M1_BF16_LOW_BYTES, selector);
+        let high = prmt_lookup(high_bytes, selector);
+        let signs = prmt(even_signs, word, E2M1_SIGN_SELECTORS[half]);
+        let high = high | (signs & 0x8080_8080u32);
+        [prmt(low, high, 0x5140), prmt(low, high, 0x7362)]
+    });
+    [low_half[0], low_half[1], high_half[0], high_half[1]].map(|pair| pair.bitcast())
 }
 
 /// The e2m1 pair in byte `byte` of `word` by `cvt.rn.f16x2.e2m1x2`, then through f32 to

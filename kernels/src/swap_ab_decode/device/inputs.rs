@@ -2,7 +2,7 @@
 //! shared memory.
 
 use dsl_core::arch::cvt::{
-    UE8M0_ONE_MULTIPLY_MAX, bf16x2_mul, bf16x2_to_f32x2, e2m1x8_to_bf16x8, e4m3_to_bf16x2_splat,
+    UE8M0_ONE_MULTIPLY_MAX, bf16x2_to_f32x2, e2m1_block_scale, e2m1x8_scaled,
     e4m3x4_to_bf16x4_by_ue8m0, e4m3x4_to_bf16x4_scaled, f32x2_to_bf16x2, ue8m0_times_2_pow_120,
     ue8m0_to_bf16x2,
 };
@@ -512,16 +512,14 @@ fn store_fp4_chunks(
     chunk: ChunkWords<'_>,
 ) {
     let (row, part) = (map.row, map.part);
+    let first_scale = (part % 2) * 2;
     for k in 0..chunks {
         let words = chunk(k);
         let scale_word = tile.scale_words[k];
-        let shift = (part % 2) * 16;
-        let low_scale = e4m3_to_bf16x2_splat((scale_word >> shift) & 0xffu32);
-        let high_scale = e4m3_to_bf16x2_splat((scale_word >> (shift + 8)) & 0xffu32);
+        let scales = [first_scale, first_scale + 1u32].map(|b| e2m1_block_scale(scale_word, b));
         for w in 0..4 {
-            let scale = if w < 2 { low_scale } else { high_scale };
-            let dims =
-                e2m1x8_to_bf16x8(words[w]).map(|pair| bf16x2_mul(pair, scale).bitcast::<u32>());
+            // Words 0-1 are dims [32 c, 32 c + 16), words 2-3 the next 16.
+            let dims = e2m1x8_scaled(words[w], scales[w / 2]).map(|pair| pair.bitcast::<u32>());
             let first = buf.kv.at(row, part * 32 + 8 * w as u32);
             store_vec(first + chunk_shift(buf, map, k, 32), dims);
         }
