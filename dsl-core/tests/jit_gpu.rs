@@ -164,6 +164,9 @@ struct TwoTeams {
     code: TeamCode,
     /// Warps a team: 2, or 8 as in the decode kernel.
     team_warps: u32,
+    /// `griddepcontrol.launch_dependents` (SASS `PREEXIT`) between the CTA barrier and the
+    /// merge, where the decode kernel has it.
+    trigger_dependents: bool,
 }
 
 impl TwoTeams {
@@ -173,6 +176,14 @@ impl TwoTeams {
             pace,
             code,
             team_warps,
+            trigger_dependents: false,
+        }
+    }
+
+    const fn triggering_dependents(self) -> TwoTeams {
+        TwoTeams {
+            trigger_dependents: true,
+            ..self
         }
     }
 
@@ -192,15 +203,17 @@ impl TwoTeams {
             pace,
             code,
             team_warps,
+            trigger_dependents,
         } = self;
-        format!("two_teams_{fill:?}_{pace:?}_{code:?}_{team_warps}warps")
+        let pdl = if trigger_dependents { "_pdl" } else { "" };
+        format!("two_teams_{fill:?}_{pace:?}_{code:?}_{team_warps}warps{pdl}")
     }
 }
 
 /// The ways the two-team kernel runs: every pace with tiles by stores and by bulk copies in
 /// teams of two warps sharing their code; then teams of 8 warps, each with its own code,
-/// as the decode kernel's.
-const TWO_TEAM_VARIANTS: [TwoTeams; 10] = [
+/// as the decode kernel's; then with the decode kernel's PDL trigger before the merge.
+const TWO_TEAM_VARIANTS: [TwoTeams; 12] = [
     TwoTeams::new(TileFill::Stores, Pace::Even, TeamCode::Shared, 2),
     TwoTeams::new(
         TileFill::Stores,
@@ -226,6 +239,9 @@ const TWO_TEAM_VARIANTS: [TwoTeams; 10] = [
         8,
     ),
     TwoTeams::new(TileFill::BulkCopy, Pace::Staggered, TeamCode::PerTeam, 8),
+    TwoTeams::new(TileFill::Stores, Pace::Even, TeamCode::Shared, 2).triggering_dependents(),
+    TwoTeams::new(TileFill::BulkCopy, Pace::Staggered, TeamCode::PerTeam, 8)
+        .triggering_dependents(),
 ];
 
 /// The synchronisation of the streamed decode kernel, cut down: two teams of N threads,
@@ -295,6 +311,9 @@ fn two_teams(way: TwoTeams) -> Kernel {
         };
         store(tiles.addr() + tid * 4u32, sum);
         sync_threads();
+        if way.trigger_dependents {
+            launch_dependents();
+        }
         let a: Val<u32> = load(tiles.addr() + t * 4u32);
         let b: Val<u32> = load(tiles.addr() + (t + n) * 4u32);
         store(element(out.base(), tid), a + b);
