@@ -305,8 +305,8 @@ pub struct E2m1BlockScale {
     path: CvtPath,
 }
 
-/// Byte `byte` (a run-time index, 0..4) of `word` as the e4m3 scale of a block of e2m1
-/// values, for [`e2m1x8_scaled`].
+/// Byte `byte % 4` (`byte` may be a run-time value) of `word` as the e4m3 scale of a block
+/// of e2m1 values, for [`e2m1x8_scaled`].
 #[track_caller]
 pub fn e2m1_block_scale(word: Val<u32>, byte: Val<u32>) -> E2m1BlockScale {
     e2m1_block_scale_with(word, byte, CvtPath::current())
@@ -316,7 +316,7 @@ pub fn e2m1_block_scale(word: Val<u32>, byte: Val<u32>) -> E2m1BlockScale {
 #[track_caller]
 pub fn e2m1_block_scale_with(word: Val<u32>, byte: Val<u32>, path: CvtPath) -> E2m1BlockScale {
     // Selector nibbles 4, byte, 4, byte: the byte at bits 15..8 and 31..24, zeros below.
-    let moved = e4m3x2_shifted(word, byte * 0x1010u32 + 0x0404u32);
+    let moved = e4m3x2_shifted(word, (byte & 3u32) * 0x1010u32 + 0x0404u32);
     let splat = match path {
         CvtPath::Native => bf16x2_mul(moved, bf16x2_splat_bits(BF16_TWO_POW_120)),
         CvtPath::Emulated => moved,

@@ -184,7 +184,7 @@
 //! longer than fp8 ones (the README has the figures). The table holds the values times
 //! 2^120 (`cvt::e2m1x8_scaled`), so that the e4m3 block scale is used with its bits moved
 //! to bf16's places (times 2^-120) and a run-time `prmt` selector picks its byte: no
-//! multiply by 2^120 nor shift and mask a scale, 1162 -> 1137 instructions in the first
+//! multiply by 2^120 nor shift and mask a scale, 1162 -> 1141 instructions in the first
 //! team's compressed-list loop (ptxas 13.5, H=16 NE 512).
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with
