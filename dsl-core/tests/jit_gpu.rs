@@ -279,6 +279,7 @@ fn two_teams(way: TwoTeams) -> Kernel {
                 ((), ())
             });
         }
+        let shared = (&src, rounds, tiles.addr(), bars.addr());
         let sum = match way.code {
             TeamCode::Shared => {
                 let team_sync = || {
@@ -291,19 +292,12 @@ fn two_teams(way: TwoTeams) -> Kernel {
                         });
                     }
                 };
-                walk_tiles(
-                    way,
-                    team,
-                    t,
-                    (&src, rounds, tiles.addr(), bars.addr()),
-                    &team_sync,
-                )
+                walk_tiles(way, team, t, shared, &team_sync)
             }
             TeamCode::PerTeam => {
                 let (_, sum) = branch(team.eq(0u32), (), &[], SourceLoc::caller(), |first, ()| {
                     let e = if first { 0u32 } else { 1 };
                     let team_sync = || NamedBarrier::new(1 + e, n).sync();
-                    let shared = (&src, rounds, tiles.addr(), bars.addr());
                     ((), walk_tiles(way, Val::constant(e), t, shared, &team_sync))
                 });
                 sum

@@ -5,7 +5,7 @@
 use dsl_core::arch::memory::{load, load_vec};
 use dsl_core::arch::sm90::wgmma;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Major, Swizzle};
-use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaTiled};
+use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaThread, WgmmaTiled};
 use dsl_core::trace::{SmemTile, Val, trace_error};
 use dsl_macros::device;
 use half::bf16;
@@ -57,6 +57,12 @@ impl WgmmaStage {
         }
     }
 
+    /// This thread's part of the O MMA, over the team's warpgroups.
+    #[track_caller]
+    fn outputs_thread(&self) -> WgmmaThread {
+        self.outputs_mma.thread_in_cta(self.team.first_warpgroup())
+    }
+
     /// The warpgroups a 64 rows of the tile compute S and store it to the stand-in.
     #[device]
     pub(super) fn scores(&self, buf: &Buffers) {
@@ -96,7 +102,7 @@ impl WgmmaStage {
         rows: TileRows,
         running: Option<Tensor<f32, Regs>>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
+        let thr = self.outputs_thread();
         let (v_t, p) = value_operands(plan, buf);
         let v_t = thr.partition_a(&v_t, Major::MN);
         let p: Vec<_> = p.iter().map(|p| thr.partition_b(p)).collect();
@@ -138,7 +144,7 @@ impl WgmmaStage {
         update: PartialUpdate<'_>,
     ) {
         let partial = partial_as_outputs_tile(plan, buf);
-        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
+        let thr = self.outputs_thread();
         let head_of = |i| thr.coord_c(i).1 % plan.heads;
         store_summed(&thr.partition_c(&partial), acc, update, head_of);
     }
@@ -146,9 +152,7 @@ impl WgmmaStage {
     /// An empty running O^T: a zeroed fragment.
     #[track_caller]
     pub(super) fn empty_outputs(&self) -> Tensor<f32, Regs> {
-        self.outputs_mma
-            .thread_in_cta(self.team.first_warpgroup())
-            .partition_fragment_c()
+        self.outputs_thread().partition_fragment_c()
     }
 
     /// Issues `running` (scaled by each head's alpha, `rescale` row 0) += V^T . P^T over
@@ -161,7 +165,7 @@ impl WgmmaStage {
         rescale: &SmemTile,
         running: Tensor<f32, Regs>,
     ) -> Tensor<f32, Regs> {
-        let thr = self.outputs_mma.thread_in_cta(self.team.first_warpgroup());
+        let thr = self.outputs_thread();
         let alpha = thr.partition_c(&head_factors_as_outputs_tile(plan, rescale));
         let acc = scaled(&running, &alpha);
         self.outputs(plan, buf, TileRows::All, Some(acc))
