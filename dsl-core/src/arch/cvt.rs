@@ -312,7 +312,38 @@ pub fn e2m1_block_scale(word: Val<u32>, byte: Val<u32>) -> E2m1BlockScale {
     e2m1_block_scale_with(word, byte, CvtPath::current())
 }
 
-/// [`e2m1_block_scale`] on a chosen path.
+/// [`e2m1_block_scale`] on a chosen path; [`e2m1x8_scaled`] then takes the values on the
+/// same path.
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::cvt::{CvtPath, e2m1_block_scale_with, e2m1x8_scaled};
+/// use dsl_core::arch::memory::{load, store_vec};
+/// use dsl_core::interp::{Arg, Launch, Memory, run};
+/// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+///
+/// // The e2m1 codes of word 0 times the e4m3 scale 2 (byte 2 of word 1), on both paths
+/// // (sm_100a has the native cvt): words 4-7 and 8-11.
+/// let kernel = trace_kernel("fp4_paths", Target::Sm100a, || {
+///     threads(1, 1, 1);
+///     let x = Tensor::<u32, 1>::declare("x");
+///     let word: Val<u32> = load(x.base());
+///     let scales: Val<u32> = load(x.base() + 4);
+///     for (path, at) in [(CvtPath::Emulated, 16), (CvtPath::Native, 32)] {
+///         let scale = e2m1_block_scale_with(scales, Val::constant(2), path);
+///         let pairs = e2m1x8_scaled(word, scale);
+///         store_vec(x.base() + at, pairs.map(|pair| pair.bitcast::<u32>()));
+///     }
+/// })
+/// .unwrap();
+/// let mut mem = Memory::new();
+/// let x = mem.alloc_from("x", &[0xf654_3219u32, 0x0040_0000, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+/// run(&kernel, &mut mem, &[Arg::contiguous(x, &[12])], &Launch::grid([1, 1, 1])).unwrap();
+/// let out = mem.read::<u32>(x);
+/// // -1, 1; 2, 3; 4, 6; 8, -12.
+/// assert_eq!(out[4..8], [0x3f80_bf80, 0x4040_4000, 0x40c0_4080, 0xc140_4100]);
+/// assert_eq!(out[4..8], out[8..12]);
+/// ```
 #[track_caller]
 pub fn e2m1_block_scale_with(word: Val<u32>, byte: Val<u32>, path: CvtPath) -> E2m1BlockScale {
     // Selector nibbles 4, byte, 4, byte: the byte at bits 15..8 and 31..24, zeros below.
