@@ -17,6 +17,11 @@
 //! serve repeated replays. The query and output buffers are shared by the sets: they are
 //! small beside the KV.
 //!
+//! Before a schedule's time counts, its output is checked: one launch on the first slot set,
+//! over output buffers put back to their initial bytes, against the f64 reference by the
+//! SPEC's numerics contract (`compare`). A row whose output is outside it prints `WRONG`,
+//! its JSON row says `"output_ok":false`, and the run ends with exit status 1.
+//!
 //! The 61-layer chain, for H=16 NE=512 fp8 and H=32 NE=512 NVFP4 (the layer shape of
 //! `serve_step`): one graph of 61 back-to-back launches of the schedule the host dispatches
 //! (`SwapAbDecode::launch`, each a PDL dependent of the one before), each layer on its own
@@ -45,8 +50,9 @@ use half::bf16;
 use kernels::basics::spin;
 use kernels::swap_ab_decode::engine::DeviceProblem;
 use kernels::swap_ab_decode::{
-    CompileKey, DecodeArgs, DecodeProblem, DeviceTensor, ExtraRecord, OutputBuffers, OutputLayout,
-    PagedCache, QueryBuffer, Schedule, SlotList, SwapAbDecode,
+    CompileKey, DecodeArgs, DecodeProblem, DeviceTensor, ExtraRecord, NumericsReport,
+    OutputBuffers, OutputLayout, PagedCache, QueryBuffer, ReferenceOutput, Schedule, SlotList,
+    SwapAbDecode, compare, reference,
 };
 
 const NK: usize = 128;
@@ -360,8 +366,10 @@ fn upload_i32(stream: &Arc<CudaStream>, v: &[i32]) -> (CudaSlice<i32>, u64) {
 /// caches.
 struct Inputs {
     calls: Vec<DecodeArgs>,
+    /// The problem of the first call's slot set, whose output each schedule is checked on.
+    problem: DecodeProblem,
     /// The buffers the calls address, kept alive with them.
-    _problem: DeviceProblem,
+    uploaded: DeviceProblem,
     _ids: Vec<CudaSlice<i32>>,
 }
 
@@ -382,7 +390,8 @@ impl Inputs {
         }
         Inputs {
             calls,
-            _problem: uploaded,
+            problem,
+            uploaded,
             _ids: ids,
         }
     }
@@ -500,6 +509,33 @@ impl Bench {
             .collect()
     }
 
+    /// Launches `schedule` once on the first slot set, over output buffers restored to their
+    /// initial bytes, and checks what it wrote against the f64 reference by the SPEC's
+    /// numerics contract: a time counts only for a kernel whose answer is right.
+    fn check(
+        &self,
+        inputs: &mut Inputs,
+        reference: &ReferenceOutput,
+        schedule: Schedule,
+    ) -> NumericsReport {
+        let stream = &self.stream;
+        inputs
+            .uploaded
+            .restore_outputs(&inputs.problem, stream)
+            .expect("restore the outputs");
+        // SAFETY: as in `single_graphs`.
+        unsafe {
+            self.decode
+                .launch_with_schedule(stream, &inputs.calls[0], schedule)
+        }
+        .expect("launch");
+        let out = inputs
+            .uploaded
+            .read_outputs(&inputs.problem, stream)
+            .expect("read the outputs");
+        compare(reference, &out, None)
+    }
+
     /// The GPU time of `replays` replays in microseconds, after `WARMUP` untimed ones;
     /// replay i launches `graphs[i % len]`, behind the spin, with the events around the
     /// replay only. The host queues all of them before it reads a time.
@@ -530,6 +566,9 @@ struct Row {
     us: Spread,
     sets: usize,
     chain_layers: Option<usize>,
+    /// Whether a single launch's output met the numerics contract ([`Bench::check`]); a
+    /// chain launches the dispatched schedule, whose single launch is checked.
+    output_ok: Option<bool>,
 }
 
 impl Row {
@@ -547,9 +586,12 @@ impl Row {
         let chain = self
             .chain_layers
             .map_or(String::new(), |n| format!(",\"chain_layers\":{n}"));
+        let checked = self
+            .output_ok
+            .map_or(String::new(), |ok| format!(",\"output_ok\":{ok}"));
         format!(
             "{{\"heads\":{heads},\"nk\":{NK},\"ne\":{ne},\"record\":\"{}\",\"s_q\":{s_q},\
-             \"schedule\":\"{}\",\"dispatched\":{}{chain},\"kernel_us\":{:.3},\"p10_us\":{:.3},\
+             \"schedule\":\"{}\",\"dispatched\":{}{chain}{checked},\"kernel_us\":{:.3},\"p10_us\":{:.3},\
              \"p90_us\":{:.3},\"kv_bytes\":{},\"copy_gbs\":{:.1},\"sets\":{}}}",
             record.short_name(),
             self.schedule.short_name(),
@@ -591,9 +633,9 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
     } else {
         rotation
     };
-    let inputs = Inputs::upload(cfg, sets, &bench.stream, rng);
-    let singles = &inputs.calls[..rotation];
-    let dispatched = singles[0]
+    let mut inputs = Inputs::upload(cfg, sets, &bench.stream, rng);
+    let reference = reference(&inputs.problem).expect("the benchmark's problem has a reference");
+    let dispatched = inputs.calls[0]
         .check(bench.decode.gpu())
         .expect("valid call")
         .key;
@@ -604,20 +646,28 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
             continue;
         }
         bench.decode.kernel(&key).expect("compile");
+        let graphs = bench.single_graphs(&inputs.calls[..rotation], schedule);
+        let us = bench.time(&graphs, bench.replays);
+        let report = bench.check(&mut inputs, &reference, schedule);
+        if !report.ok() {
+            eprintln!("{} {}: {report}", cfg.name(), schedule.short_name());
+        }
         let row = Row {
             cfg,
             schedule,
             dispatched: schedule == dispatched.schedule,
-            us: bench.time(&bench.single_graphs(singles, schedule), bench.replays),
+            us,
             sets: rotation,
             chain_layers: None,
+            output_ok: Some(report.ok()),
         };
         println!(
-            "{} {:>10.1} {:>9.0} {:>7.1}%",
+            "{} {:>10.1} {:>9.0} {:>7.1}% {:>6}",
             row.prefix(),
             kv_bytes(cfg) as f64 / 1e6,
             row.gbs(),
-            100.0 * row.gbs() * 1e9 / copy
+            100.0 * row.gbs() * 1e9 / copy,
+            if report.ok() { "ok" } else { "WRONG" }
         );
         rows.push(row);
     }
@@ -632,6 +682,7 @@ fn run_config(bench: &Bench, cfg: Config, chain: bool, copy: f64, rng: &mut Rng)
                 .divided(CHAIN_LAYERS as f64),
             sets: graphs.len() * CHAIN_LAYERS,
             chain_layers: Some(CHAIN_LAYERS),
+            output_ok: None,
         });
     }
     rows
@@ -720,7 +771,7 @@ fn main() {
         schedule: options.schedule,
     };
     println!(
-        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>8} {:>8} {:>10} {:>9} {:>8}",
+        "{:>5} {:>5} {:>6} {:>5} {:>8} {:>10} {:>8} {:>8} {:>10} {:>9} {:>8} {:>6}",
         "heads",
         "NE",
         "extra",
@@ -731,7 +782,8 @@ fn main() {
         "p90 us",
         "KV MB",
         "KV GB/s",
-        "of copy"
+        "of copy",
+        "output"
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
@@ -750,5 +802,18 @@ fn main() {
     }
     if rows.iter().any(|r| r.chain_layers.is_some()) {
         print_chains(&rows);
+    }
+    let wrong: Vec<String> = rows
+        .iter()
+        .filter(|r| r.output_ok == Some(false))
+        .map(|r| format!("{} {}", r.cfg.name(), r.schedule.short_name()))
+        .collect();
+    if !wrong.is_empty() {
+        eprintln!(
+            "error: outputs outside the numerics contract (reports above), their times \
+             mean nothing: {}",
+            wrong.join("; ")
+        );
+        std::process::exit(1);
     }
 }

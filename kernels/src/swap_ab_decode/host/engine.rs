@@ -328,6 +328,25 @@ impl DeviceProblem {
         })
     }
 
+    /// Puts `problem`'s initial output bytes back over the device's output buffers, so that
+    /// the next launch's output is its own: a launch that writes nothing then leaves the
+    /// initial bytes, not an earlier launch's answer.
+    pub fn restore_outputs(
+        &mut self,
+        problem: &DecodeProblem,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), EngineError> {
+        let scale_bytes: Vec<u8> = problem
+            .out
+            .scale
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        stream.memcpy_htod(&problem.out.data, &mut self.buffers[self.out_data])?;
+        stream.memcpy_htod(&scale_bytes, &mut self.buffers[self.out_scale])?;
+        Ok(())
+    }
+
     /// The output buffers as they are on the device now.
     pub fn read_outputs(
         &self,
