@@ -496,6 +496,7 @@ impl TeamStreams<'_> {
         if let Some(rank) = self.rank {
             publish_running(plan, buf, team, rank);
         }
+        team.meet_before_the_cta();
         Phases {
             tiles: self.phases.tiles + done,
             stage: base + done + 1u32,
