@@ -4,7 +4,8 @@
 # bench_decode (`--quick`: 5 CUDA-graph replays behind a GPU spin, cold KV), interleaved and
 # in rounds (the side that goes first alternates), in one run; then one markdown row per
 # configuration with the range of each build's medians and the ratio of their means
-# (new / base: below 1 the new build is faster).
+# (new / base: below 1 the new build is faster). A build whose bench_decode checks outputs
+# (d0cda9f on) fails the A/B on a wrong one.
 #
 #   Build each side here (the baseline checked out, then the change):
 #       cargo build --release --example bench_decode

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The decode benchmark on the GPU machine: the kernel (bundled bench_decode example: CUDA-graph
-# replays behind a GPU spin, every schedule, and the 61-layer chains), the copy bandwidth and
+# replays behind a GPU spin, every schedule with its output checked against the f64
+# reference first, and the 61-layer chains; a wrong output fails the run), the copy bandwidth and
 # the PyTorch baseline (eager, and CUDA-graphed timed the same way) in one run, merged into
 # markdown tables with the ratios (one row per configuration, then the chains).
 #
