@@ -235,17 +235,19 @@ pub struct DeviceProblem {
     out_scale: usize,
 }
 
+/// The bytes of `values` as the device holds them.
+fn host_bytes<T: Copy>(values: &[T]) -> &[u8] {
+    // SAFETY: T is a plain numeric type; its bytes are read, not reinterpreted back.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    }
+}
+
 fn upload<T: Copy>(stream: &Arc<CudaStream>, values: &[T]) -> Result<CudaSlice<u8>, EngineError> {
-    let bytes: Vec<u8> = if values.is_empty() {
-        vec![0; 16]
-    } else {
-        // SAFETY: T is a plain numeric type; its bytes are read, not reinterpreted back.
-        unsafe {
-            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
-        }
-        .to_vec()
-    };
-    Ok(stream.clone_htod(&bytes)?)
+    if values.is_empty() {
+        return Ok(stream.clone_htod(&[0u8; 16])?);
+    }
+    Ok(stream.clone_htod(host_bytes(values))?)
 }
 
 impl DeviceProblem {
@@ -331,19 +333,32 @@ impl DeviceProblem {
     /// Puts `problem`'s initial output bytes back over the device's output buffers, so that
     /// the next launch's output is its own: a launch that writes nothing then leaves the
     /// initial bytes, not an earlier launch's answer.
+    ///
+    /// ```no_run
+    /// use kernels::swap_ab_decode::engine::DeviceProblem;
+    /// use kernels::swap_ab_decode::{CaseSpec, SwapAbDecode, generate, realistic_keys};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let device = std::sync::Arc::new(dsl_core::jit::Device::open(0)?);
+    /// let stream = device.stream();
+    /// let key = realistic_keys(dsl_core::Target::Sm90a)[0];
+    /// let case = generate(7, &CaseSpec { key, s_q: 4, adversarial: false })?;
+    /// let mut uploaded = DeviceProblem::upload(&case.problem, stream)?;
+    /// let decode = SwapAbDecode::new(device.clone())?;
+    /// // SAFETY: the uploaded buffers outlive the launch, which the read-back waits for.
+    /// unsafe { decode.launch(stream, &uploaded.args) }?;
+    /// uploaded.restore_outputs(&case.problem, stream)?;
+    /// assert_eq!(uploaded.read_outputs(&case.problem, stream)?, case.problem.out);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn restore_outputs(
         &mut self,
         problem: &DecodeProblem,
         stream: &Arc<CudaStream>,
     ) -> Result<(), EngineError> {
-        let scale_bytes: Vec<u8> = problem
-            .out
-            .scale
-            .iter()
-            .flat_map(|s| s.to_le_bytes())
-            .collect();
-        stream.memcpy_htod(&problem.out.data, &mut self.buffers[self.out_data])?;
-        stream.memcpy_htod(&scale_bytes, &mut self.buffers[self.out_scale])?;
+        let out = &problem.out;
+        stream.memcpy_htod(host_bytes(&out.data), &mut self.buffers[self.out_data])?;
+        stream.memcpy_htod(host_bytes(&out.scale), &mut self.buffers[self.out_scale])?;
         Ok(())
     }
 
