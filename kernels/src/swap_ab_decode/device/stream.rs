@@ -396,6 +396,8 @@ impl FirstTiles<'_> {
         when: impl FnOnce() -> Pred,
     ) -> TokenInputs {
         let inputs = loads.stage_ids(ctx, self.lists);
+        // Each team's threads store ids that the other team's issuers read.
+        in_own_team(ctx, (), |_, team| team.meet_before_the_cta());
         sync_threads();
         if self.raws.iter().all(Option::is_none) {
             return inputs;

@@ -83,15 +83,17 @@ impl Team {
         }
     }
 
-    /// Of two teams, each meets at its own barrier once its partial and statistics are
-    /// stored, before the CTA barrier that starts the merge; nothing for the CTA as one team.
-    /// The CTA barrier alone orders those stores before the merge's loads (PTX: `bar.sync`
-    /// makes a thread's earlier shared-memory writes visible past it), yet
-    /// compute-sanitizer's racecheck (H100, driver 580.159) reported every such store
-    /// against the merge's loads in each two-team key whose CTA merges alone (1169 hazards
-    /// for one token of `h16_nk128_ne512_fp8_p64x64_stream_sm90a`); with this barrier first
-    /// it reports none, and the sanitizer is a check the kernel keeps passing (README, "The
-    /// streamed kernels under racecheck").
+    /// Of two teams, each meets at its own barrier before a CTA barrier past which one team
+    /// reads what the other stored (the merge reads both teams' partials and statistics;
+    /// the second team's issuers read the slot ids the merge staged for the next token);
+    /// nothing for the CTA as one team. The CTA barrier alone orders those stores before
+    /// the loads (PTX: `bar.sync` makes a thread's earlier shared-memory writes visible past
+    /// it), yet compute-sanitizer's racecheck (H100, driver 580.159) reported them in each
+    /// two-team key whose CTA merges alone (1169 hazards for one token of
+    /// `h16_nk128_ne512_fp8_p64x64_stream_sm90a` before the merge; 64-256 for the staged
+    /// slot ids of a persistent CTA's next token); with this barrier first it reports none,
+    /// and the sanitizer is a check the kernel keeps passing (README, "The streamed kernels
+    /// under racecheck").
     #[track_caller]
     pub fn meet_before_the_cta(&self) {
         if self.barrier.is_some() {
