@@ -10,7 +10,8 @@
 #   more than the machine takes in one go.
 #   Run (on the GPU machine, from the repository root, with gpu-bundle/ copied there):
 #       gpu-bundle/run.sh [--sanitize memcheck|racecheck|synccheck|initcheck]
-#                         [--only NAME] [--allow-no-gpu] [TEST FILTER / HARNESS ARGS...]
+#                         [--sanitizer-arg ARG]... [--only NAME] [--allow-no-gpu]
+#                         [TEST FILTER / HARNESS ARGS...]
 #
 # What the bundle holds:
 #   bin/<package>.<target>   each test harness (release, debug info stripped), run in order
@@ -33,7 +34,10 @@
 #   - with --only NAME, runs only the binaries whose name (manifest.tsv) contains NAME;
 #   - stops at the first failing binary and says how to rerun just that one;
 #   - with --sanitize TOOL, runs the GPU tests (named gpu_*; or your filter) under
-#     `compute-sanitizer --tool TOOL`, skipping binaries with no matching test;
+#     `compute-sanitizer --tool TOOL`, skipping binaries with no matching test; each
+#     --sanitizer-arg ARG goes to compute-sanitizer, e.g. `--racecheck-report=hazard`
+#     (every hazard with its shared-memory address and threads, not one line per pair
+#     of instructions);
 #   - uses /usr/local/cuda/bin for ptxas and compute-sanitizer when they are not on PATH;
 #   - logs everything to $OUT/gpu-tests.log when OUT is set, else gpu-bundle/last-run.log;
 #   - ends with the count of binaries passed and every SKIPPED line the GPU tests printed.
@@ -143,17 +147,19 @@ cat >"$bundle/run.sh" <<'RUNNER'
 #!/usr/bin/env bash
 # Runs the test binaries of this bundle (made by scripts/gpu-bundle.sh; its header says
 # what each option does). Usage:
-#   gpu-bundle/run.sh [--sanitize memcheck|racecheck|synccheck|initcheck] [--only NAME]
-#                     [--allow-no-gpu] [--] [TEST FILTER / HARNESS ARGS...]
+#   gpu-bundle/run.sh [--sanitize memcheck|racecheck|synccheck|initcheck]
+#                     [--sanitizer-arg ARG]... [--only NAME] [--allow-no-gpu] [--]
+#                     [TEST FILTER / HARNESS ARGS...]
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tree="$here/tree"
 build_root="$(sed -n 's/^build_root=//p' "$here/build-info.txt")"
 
-usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
 
 sanitize=""
+sanitizer_args=()
 only=""
 allow_no_gpu=0
 args=()
@@ -165,6 +171,9 @@ while [ $# -gt 0 ]; do
                 *) echo "error: --sanitize takes memcheck, racecheck, synccheck or initcheck" >&2; exit 2 ;;
             esac
             shift 2 ;;
+        --sanitizer-arg)
+            [ -n "${2:-}" ] || { echo "error: --sanitizer-arg takes an argument for compute-sanitizer" >&2; exit 2; }
+            sanitizer_args+=("$2"); shift 2 ;;
         --only)
             [ -n "${2:-}" ] || { echo "error: --only takes a binary name (see manifest.tsv)" >&2; exit 2; }
             only="$2"; shift 2 ;;
@@ -174,6 +183,10 @@ while [ $# -gt 0 ]; do
         *) args+=("$1"); shift ;;
     esac
 done
+if [ ${#sanitizer_args[@]} -gt 0 ] && [ -z "$sanitize" ]; then
+    echo "error: --sanitizer-arg needs --sanitize TOOL" >&2
+    exit 2
+fi
 
 log="$here/last-run.log"
 [ -n "${OUT:-}" ] && mkdir -p "$OUT" && log="$OUT/gpu-tests.log"
@@ -245,11 +258,15 @@ run_all() {
         local bin="$here/bin/$name"
         local cmd=("$bin" "${args[@]}")
         if [ -n "$sanitizer" ]; then
-            # A binary with no matching test is not worth the sanitizer's start-up.
-            if ! (cd "$tree/$pkgdir" && "$bin" --list "${args[@]}" 2>/dev/null) | grep -q ': test$'; then
+            # A binary with no matching test is not worth the sanitizer's start-up. The
+            # list is read whole first: under pipefail, `grep -q` quitting early could fail
+            # the binary with SIGPIPE and skip it.
+            local listed
+            listed="$(cd "$tree/$pkgdir" && "$bin" --list "${args[@]}" 2>/dev/null)" || true
+            if ! grep -q ': test$' <<<"$listed"; then
                 continue
             fi
-            cmd=("$sanitizer" --tool "$sanitize" --error-exitcode 86 "${cmd[@]}")
+            cmd=("$sanitizer" --tool "$sanitize" --error-exitcode 86 "${sanitizer_args[@]}" "${cmd[@]}")
         fi
         echo
         echo "== $name ($kind, in $pkgdir)"
@@ -258,7 +275,9 @@ run_all() {
         if [ "$rc" -ne 0 ]; then
             echo
             echo "FAILED: $name exited with $rc${sanitizer:+ (86 means compute-sanitizer found errors)}"
-            echo "rerun it alone: gpu-bundle/run.sh --only $name ${sanitize:+--sanitize $sanitize }${args[*]}"
+            local again=""
+            for arg in "${sanitizer_args[@]}"; do again+="--sanitizer-arg $arg "; done
+            echo "rerun it alone: gpu-bundle/run.sh --only $name ${sanitize:+--sanitize $sanitize }$again${args[*]}"
             echo "$passed test binaries passed before it; the remaining ones were not run."
             return "$rc"
         fi
