@@ -275,7 +275,7 @@ run_all() {
         if [ "$rc" -ne 0 ]; then
             echo
             echo "FAILED: $name exited with $rc${sanitizer:+ (86 means compute-sanitizer found errors)}"
-            local again=""
+            local again="" arg
             for arg in "${sanitizer_args[@]}"; do again+="--sanitizer-arg $arg "; done
             echo "rerun it alone: gpu-bundle/run.sh --only $name ${sanitize:+--sanitize $sanitize }$again${args[*]}"
             echo "$passed test binaries passed before it; the remaining ones were not run."

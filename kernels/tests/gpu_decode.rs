@@ -345,7 +345,7 @@ fn gpu_decode_replays_from_a_cuda_graph() {
     let decode = SwapAbDecode::new(dev.clone()).unwrap();
     // A stream of this test's own: the capture takes in whatever is enqueued on it.
     let stream = dev.context().new_stream().unwrap();
-    let uploaded = DeviceProblem::upload(&case.problem, &stream).unwrap();
+    let mut uploaded = DeviceProblem::upload(&case.problem, &stream).unwrap();
     decode
         .kernel(&uploaded.args.check(decode.gpu()).unwrap().key)
         .unwrap();
@@ -368,11 +368,9 @@ fn gpu_decode_replays_from_a_cuda_graph() {
     }
     stream.synchronize().unwrap();
     let out = uploaded.read_outputs(&case.problem, &stream).unwrap();
-    let expected = reference(&case.problem).unwrap();
-    let report = compare(&expected, &out, None);
+    let report = compare(&reference(&case.problem).unwrap(), &out, None);
     assert!(report.ok(), "{report}");
     // The benchmark's check: outputs put back to their poison, then one more replay.
-    let mut uploaded = uploaded;
     uploaded.restore_outputs(&case.problem, &stream).unwrap();
     assert_eq!(
         uploaded.read_outputs(&case.problem, &stream).unwrap(),
