@@ -214,8 +214,13 @@
 //! kernel without that barrier, its softmax warps owning whole rows (1.006x at s_q 512 on
 //! an H100: 1.7% more instructions, and the warps did not wait there; the README has the
 //! figures). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time, the
-//! dequant 13% and memory 4%; the rest is the tile's bookkeeping and each token's prologue
-//! and merge (the README's "Where the streamed tile's time goes").
+//! dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32, where the
+//! cluster merge is on the token's latency chain); the rest is the tile's bookkeeping and
+//! each token's prologue (the README's "Where the streamed tile's time goes" and "The
+//! merge's share"). NVFP4 is slower a token than fp8 at s_q 512 because its dequant issues
+//! more instructions, not fewer: 526 a warp a tile against 416 (Nsight Compute on an H100),
+//! its eight values a word taking 15 integer ops to fp8's 12, and ptxas, at 127 registers,
+//! copying a lookup table's word into a register before 58 of its 64 lookups a tile.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
