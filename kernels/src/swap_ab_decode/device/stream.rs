@@ -187,40 +187,43 @@
 //! multiply by 2^120 nor shift and mask a scale, 1162 -> 1141 instructions in the first
 //! team's compressed-list loop (ptxas 13.5, H=16 NE 512).
 //!
-//! Measured and not kept: staging the next tile's records in shared memory with
-//! `cp.async` a tile ahead (no records in registers) was slower on the H200 than the
-//! register loads, and so was prefetching the next tile's records into L2 with
-//! `cp.async.bulk.prefetch.L2` (the README's performance section has the figures). Nor
-//! were two restructurings toward warp roles: committing the O MMA by halves of the dims so
-//! that the next tile's dequant starts under it (slower), and producer and consumer
-//! warpgroups passing 64-row stages through named barriers (3% faster, but spilling at the
-//! register cap); the README has the figures and what they leave open. Nor was S from the
-//! dequant's registers (RS wgmma: each warpgroup dequantising a quarter of the staged tile
-//! straight into the A fragments of its S MMAs, Q's dims permuted to match, the partials
-//! summed in the stand-in): no spills and the same instructions a tile, but 1.10-1.16x
-//! slower on the H200 at the one-CTA schedule, with the MMAs inside the dequant instead of
-//! beside a barrier. Nor was tracing the two teams' stages 2-6 once, the team a run-time
-//! value (half the SASS; on the H200 "no instruction" stalls fell from 9.9% to 3.1% of the
-//! samples and the wait at the end-of-token barrier from 7.5% to 2.2%, yet the time stayed
-//! within 1% of this kernel's and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on
-//! the shared-memory pipe instead; the README's "One copy of the team loop"). Nor were
-//! the stage's copies preceded by L2 prefetches of the tile after next (1.01-1.11x: each
-//! is one more bulk operation a row), the O MMA issued K-step by K-step or S in two
-//! accumulators (within 1%), or the column max reduced by the S warps (P is written over
-//! the S stand-in, so the barrier it would drop also orders those writes after every
-//! warp's reads of S). In clusters, neither the teams started together (within 1%: a
-//! cluster's token waits for its busiest CTA's tiles, not for the stagger) nor each
-//! worker's later tiles prefetched into L2 at stage 1 (1.04-1.12x) was kept. Nor was the
-//! kernel without that barrier, its softmax warps owning whole rows (1.006x at s_q 512 on
-//! an H100: 1.7% more instructions, and the warps did not wait there; the README has the
-//! figures). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time, the
-//! dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32, where the
-//! cluster merge is on the token's latency chain); the rest is the tile's bookkeeping and
-//! each token's prologue (the README's "Where the streamed tile's time goes" and "The
-//! merge's share"). NVFP4 is slower a token than fp8 at s_q 512 because its dequant issues
-//! more instructions, not fewer: 526 a warp a tile against 416 (Nsight Compute on an H100),
-//! its eight values a word taking 15 integer ops to fp8's 12, and ptxas, at 127 registers,
-//! copying a lookup table's word into a register before 58 of its 64 lookups a tile.
+//! Measured and not kept: staging the next tile's records in shared memory with `cp.async`
+//! a tile ahead (no records in registers) was slower on the H200 than the register loads,
+//! and so was prefetching the next tile's records into L2 with `cp.async.bulk.prefetch.L2`
+//! (the README's performance section has the figures). Nor were two restructurings toward
+//! warp roles: committing the O MMA by halves of the dims so that the next tile's dequant
+//! starts under it (slower), and producer and consumer warpgroups passing 64-row stages
+//! through named barriers (3% faster, but spilling at the register cap); the README has the
+//! figures and what they leave open. Nor was S from the dequant's registers (RS wgmma: each
+//! warpgroup dequantising a quarter of the staged tile straight into the A fragments of its
+//! S MMAs, Q's dims permuted to match, the partials summed in the stand-in): no spills and
+//! the same instructions a tile, but 1.10-1.16x slower on the H200 at the one-CTA schedule,
+//! with the MMAs inside the dequant instead of beside a barrier. Nor was tracing the two
+//! teams' stages 2-6 once, the team a run-time value (half the SASS; on the H200 "no
+//! instruction" stalls fell from 9.9% to 3.1% of the samples and the wait at the
+//! end-of-token barrier from 7.5% to 2.2%, yet the time stayed within 1% of this kernel's
+//! and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on the shared-memory pipe
+//! instead; the README's "One copy of the team loop"). Nor were the stage's copies preceded
+//! by L2 prefetches of the tile after next (1.01-1.11x: each is one more bulk operation a
+//! row), the O MMA issued K-step by K-step or S in two accumulators (within 1%), or the
+//! column max reduced by the S warps (P is written over the S stand-in, so the barrier it
+//! would drop also orders those writes after every warp's reads of S). In clusters, neither
+//! the teams started together (within 1%: a cluster's token waits for its busiest CTA's
+//! tiles, not for the stagger) nor each worker's later tiles prefetched into L2 at stage 1
+//! (1.04-1.12x) was kept. Nor was the kernel without that barrier, its softmax warps owning
+//! whole rows (1.006x at s_q 512 on an H100: 1.7% more instructions, and the warps did not
+//! wait there; the README has the figures). Nor were the running max moved only by a jump
+//! above 2^8 with the O^T multiplies skipped where a warp's factors are 1 (0.994-1.029x:
+//! the multiplies are not what a tile waits for), nor the stage's copies issued by every
+//! warp, the S warpgroup's while its MMAs run (1.013-1.022x). Left out part by part on an
+//! H100, the MMAs cost 18% of the s_q 512 time, the dequant 13%, memory 4% and the merge's
+//! passes 2% (8% for `stream3` at s_q 32, where the cluster merge is on the token's latency
+//! chain); the rest is the tile's bookkeeping and each token's prologue (the README's
+//! "Where the streamed tile's time goes" and "The merge's share"). NVFP4 is slower a token
+//! than fp8 at s_q 512 because its dequant issues more instructions, not fewer: 526 a warp
+//! a tile against 416 (Nsight Compute on an H100), its eight values a word taking 15
+//! integer ops to fp8's 12, and ptxas, at 127 registers, copying a lookup table's word into
+//! a register before 58 of its 64 lookups a tile.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};
