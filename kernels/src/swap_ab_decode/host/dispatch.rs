@@ -698,6 +698,14 @@ mod tests {
         assert_picks_within_10_percent(include_str!("sweeps/h100-e6934cb.jsonl"));
     }
 
+    /// The H100 table of revision bb25223 (`scripts/bench-gpu.sh`, stopped by the device's
+    /// time limit after 24 configurations), whose two-team CTAs meet at their own barriers
+    /// before the CTA's: the fastest in all 24.
+    #[test]
+    fn the_model_picks_what_the_h100_measured_fastest_with_the_team_barriers() {
+        assert_picks_within_10_percent(include_str!("sweeps/h100-bb25223.jsonl"));
+    }
+
     /// The README's H200 tables of revisions fe8b635 and 3d2a3d0 (`scripts/bench-gpu.sh`;
     /// no 32-head streamed CTA then), to which the model was not fitted.
     #[test]
