@@ -30,13 +30,16 @@
 //! too few to cover the 256 MiB, graphs of further sets rotate.
 //!
 //! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick]
-//! [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,...] [--no-chain]`; on the
-//! GPU machine through `scripts/bench-gpu.sh`, which adds the PyTorch baseline. `--quick`
+//! [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,...] [--no-chain]
+//! [--part K/N]`; on the GPU machine through `scripts/bench-gpu.sh`, which adds the PyTorch
+//! baseline. `--quick`
 //! times a few replays, `--only 16,512,fp8,512` runs one configuration and `--schedule
 //! stream` one schedule of it (`split`, `split64`, `stream`, `stream2`, ...; no chains):
 //! under `ncu`, every `swap_ab_decode` launch is then the one to profile. `--tokens
 //! 16,48,64` times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain` skips the
-//! chains.
+//! chains. `--part 2/3` times every third configuration from the second (chains with their
+//! configuration), so that a run too long for one sitting splits into runs that together
+//! time every configuration once (`bench_torch.py bench --part` splits the same way).
 
 use std::fs::File;
 use std::io::Write;
@@ -79,7 +82,7 @@ const CLOCK_RAMP: Duration = Duration::from_millis(200);
 
 const USAGE: &str = "usage: bench_decode [--out results.jsonl] [--quick] \
                      [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,S_Q,...] \
-                     [--no-chain]";
+                     [--no-chain] [--part K/N]";
 #[derive(Clone, Copy, PartialEq)]
 struct Config {
     heads: usize,
@@ -127,7 +130,36 @@ struct Options {
     schedule: Option<Schedule>,
     tokens: Vec<usize>,
     chain: bool,
+    part: Part,
     help: bool,
+}
+
+/// `--part K/N`: the configurations whose index in `Config::all` is K - 1 modulo N.
+#[derive(Clone, Copy)]
+struct Part {
+    k: usize,
+    n: usize,
+}
+
+impl Part {
+    const WHOLE: Part = Part { k: 1, n: 1 };
+
+    fn parse(text: &str) -> Result<Part, String> {
+        let bad = || format!("--part {text}: give K/N with 1 <= K <= N, e.g. 1/2");
+        let (k, n) = text.split_once('/').ok_or_else(bad)?;
+        let (k, n) = (
+            k.parse::<usize>().map_err(|_| bad())?,
+            n.parse::<usize>().map_err(|_| bad())?,
+        );
+        if k == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Part { k, n })
+    }
+
+    fn holds(self, index: usize) -> bool {
+        index % self.n == self.k - 1
+    }
 }
 
 /// The s_q values timed unless `--tokens` says otherwise.
@@ -153,6 +185,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
         schedule: None,
         tokens: TOKENS.to_vec(),
         chain: true,
+        part: Part::WHOLE,
         help: false,
     };
     while let Some(arg) = args.next() {
@@ -180,6 +213,7 @@ fn parse_options(mut args: impl Iterator<Item = String>) -> Result<Options, Stri
             }
             "--quick" => options.quick = true,
             "--no-chain" => options.chain = false,
+            "--part" => options.part = Part::parse(&args.next().ok_or("--part needs K/N")?)?,
             "--help" | "-h" => options.help = true,
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -787,8 +821,8 @@ fn main() {
     );
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut rows = Vec::new();
-    for cfg in Config::all(&options.tokens) {
-        if options.only.as_ref().is_some_and(|o| *o != cfg.name()) {
+    for (index, cfg) in Config::all(&options.tokens).into_iter().enumerate() {
+        if !options.part.holds(index) || options.only.as_ref().is_some_and(|o| *o != cfg.name()) {
             continue;
         }
         // A chain launches the dispatched schedule: `--schedule` leaves chains out.

@@ -7,11 +7,21 @@
 #
 #   Build here:  scripts/gpu-bundle.sh
 #   Run there, from the repository root with gpu-bundle/ carried:
-#       scripts/bench-gpu.sh [OUTDIR]        (default: $OUT, else bench-out/)
+#       scripts/bench-gpu.sh [--part K/N] [OUTDIR]   (default: $OUT, else bench-out/)
 #
 # Writes OUTDIR/kernel.jsonl, OUTDIR/torch.json, OUTDIR/torch-check.txt and OUTDIR/table.md.
+# `--part K/N` times every N-th configuration from the K-th, kernel and PyTorch alike, for a
+# run longer than one sitting on the GPU machine allows (24 of the 40 configurations took 8
+# minutes on an H100); `python3 scripts/bench_table.py DIR1 DIR2 ...` merges the parts'
+# directories into one table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+part=1/1
+if [ "${1:-}" = --part ]; then
+    [ -n "${2:-}" ] || { echo "error: --part needs K/N, e.g. 1/2" >&2; exit 2; }
+    part=$2
+    shift 2
+fi
 out="${1:-${OUT:-bench-out}}"
 mkdir -p "$out"
 bin=gpu-bundle/examples/bench_decode
@@ -23,8 +33,9 @@ for key in h16_nk128_ne512_fp8_p64x16_sm90a h32_nk128_ne1024_nvfp4_p64x16_sm90a;
 done
 python3 scripts/bench_torch.py check "$out"/*.safetensors --device cuda | tee "$out/torch-check.txt"
 
-echo "== kernel"
-"$bin" --out "$out/kernel.jsonl"
-echo "== PyTorch"
-python3 scripts/bench_torch.py bench --device cuda --s-q 1,32,64,128,512 --out "$out/torch.json"
-python3 scripts/bench_table.py "$out/kernel.jsonl" "$out/torch.json" | tee "$out/table.md"
+echo "== kernel (part $part)"
+"$bin" --part "$part" --out "$out/kernel.jsonl"
+echo "== PyTorch (part $part)"
+python3 scripts/bench_torch.py bench --device cuda --s-q 1,32,64,128,512 --part "$part" \
+    --out "$out/torch.json"
+python3 scripts/bench_table.py "$out" | tee "$out/table.md"

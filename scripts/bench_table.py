@@ -10,10 +10,15 @@ and ratios are of that one. The second has the chains: the time per layer of a g
 launches of the dispatched schedule, and its ratio to the single-launch time of that
 schedule.
 
-    python3 scripts/bench_table.py kernel.jsonl torch.json
+    python3 scripts/bench_table.py DIR [DIR...]
+
+Each DIR holds a kernel.jsonl and a torch.json, as `scripts/bench-gpu.sh [--part K/N] DIR`
+writes them: the parts of a run split in several merge into one table, each row's share of
+the copy bandwidth taken against the bandwidth its own part measured.
 """
 
 import json
+import os
 import sys
 
 RECORD_BYTES = {"fp8": 528, "nvfp4": 288}
@@ -41,7 +46,7 @@ def median(row):
     return f"{row['kernel_us']:.1f}" if row else "-"
 
 
-def configuration_table(configs, baseline, copy):
+def configuration_table(configs, baseline):
     # A column per schedule the run timed: `stream2h32`-`stream4h32` are no dispatch
     # candidates, so bench_decode times them only when asked to.
     schedules = [s for s in SCHEDULES if any(s in runs for runs in configs.values())]
@@ -57,6 +62,7 @@ def configuration_table(configs, baseline, copy):
         t = baseline.get((heads, ne, RECORD_BYTES[record], s_q), {})
         us = chosen["kernel_us"]
         gbs = chosen["kv_bytes"] / (us * 1e-6) / 1e9
+        copy = chosen["copy_gbs"]
         times = " | ".join(median(runs.get(s)) for s in schedules)
         print(
             f"| {heads} | {ne} | {record} | {s_q} | {times} | "
@@ -81,11 +87,22 @@ def chain_table(chains, configs):
               f"{spread(c)} | {spread(single)} | {of_single} |")
 
 
-def main(kernel_path, torch_path):
-    kernel = [json.loads(line) for line in open(kernel_path) if line.strip()]
-    torch = json.load(open(torch_path))
+def read_parts(dirs):
+    """The kernel rows and the PyTorch rows of every part's directory."""
+    kernel, torch = [], []
+    for d in dirs:
+        with open(os.path.join(d, "kernel.jsonl")) as f:
+            kernel += [json.loads(line) for line in f if line.strip()]
+        with open(os.path.join(d, "torch.json")) as f:
+            torch += json.load(f)
+    return kernel, torch
+
+
+def main(dirs):
+    kernel, torch = read_parts(dirs)
     baseline = {(t["heads"], t["ne"], t["record"], t["s_q"]): t for t in torch}
-    copy = kernel[0]["copy_gbs"] if kernel else float("nan")
+    # bench_decode's order (fp8 before NVFP4), whichever part a row came from.
+    kernel.sort(key=lambda k: (k["heads"], k["ne"], k["record"] != "fp8", k["s_q"]))
     configs, chains = {}, []
     for k in kernel:
         if "chain_layers" in k:
@@ -93,13 +110,15 @@ def main(kernel_path, torch_path):
             continue
         config = (k["heads"], k["ne"], k["record"], k["s_q"])
         configs.setdefault(config, {})[k.get("schedule", "split")] = k
-    print(f"Copy bandwidth measured in the same run: {copy:.0f} GB/s (bytes read + written).\n")
-    configuration_table(configs, baseline, copy)
+    copies = ", ".join(f"{c:.0f}" for c in dict.fromkeys(k["copy_gbs"] for k in kernel))
+    print(f"Copy bandwidth measured in the same run: {copies} GB/s (bytes read + written; "
+          "one figure a part).\n")
+    configuration_table(configs, baseline)
     if chains:
         chain_table(chains, configs)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:])

@@ -595,23 +595,32 @@ def run_bench(args):
           f"{'eager us':>10} {'graph us (p10-p90)':>24}")
     cos_sin = rope_table(device)
     results = []
-    for heads in (16, 32):
-        for extra_width in (512, 1024):
-            for record in (FP8_RECORD, FP4_RECORD):
-                for s_q in args.s_q:
-                    r = bench_config(heads, extra_width, record, s_q, cos_sin, args, device, cycles)
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()  # hand the last configuration's memory back
-                    results.append(r)
-                    graph = "-" if r["graph_us"] is None else (
-                        f"{r['graph_us']:.1f} ({r['graph_p10_us']:.1f}-{r['graph_p90_us']:.1f})")
-                    print(f"{heads:>5} {SWA_WIDTH:>4} {extra_width:>5} {record:>6} {s_q:>4} "
-                          f"{r['input_sets']:>5} {r['kv_bytes'] / 1e6:>8.2f} {r['eager_us']:>10.1f} "
-                          f"{graph:>24}", flush=True)
+    configs = [(heads, extra_width, record, s_q) for heads in (16, 32)
+               for extra_width in (512, 1024) for record in (FP8_RECORD, FP4_RECORD)
+               for s_q in args.s_q]
+    k, n = args.part
+    for heads, extra_width, record, s_q in configs[k - 1::n]:
+        r = bench_config(heads, extra_width, record, s_q, cos_sin, args, device, cycles)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # hand the last configuration's memory back
+        results.append(r)
+        graph = "-" if r["graph_us"] is None else (
+            f"{r['graph_us']:.1f} ({r['graph_p10_us']:.1f}-{r['graph_p90_us']:.1f})")
+        print(f"{heads:>5} {SWA_WIDTH:>4} {extra_width:>5} {record:>6} {s_q:>4} "
+              f"{r['input_sets']:>5} {r['kv_bytes'] / 1e6:>8.2f} {r['eager_us']:>10.1f} "
+              f"{graph:>24}", flush=True)
     with open(args.out, "w") as f:
         f.write("[\n" + ",\n".join(json.dumps(r) for r in results) + "\n]\n")
     print(f"wrote {len(results)} configurations to {args.out}")
     return 0
+
+
+def part(text):
+    """`--part K/N`, 1 <= K <= N."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"{text}: give K/N with 1 <= K <= N, e.g. 1/2")
+    return int(k), int(n)
 
 
 def main():
@@ -629,6 +638,9 @@ def main():
                        help="token counts, comma-separated (default 1,32,128,512)")
     bench.add_argument("--warmup", type=int, default=10,
                        help="untimed calls (and replays) first (default 10)")
+    bench.add_argument("--part", type=part, default=(1, 1), metavar="K/N",
+                       help="every N-th configuration from the K-th, in bench_decode's order, "
+                            "so that parts run apart time each configuration once (default 1/1)")
     bench.add_argument("--reps", type=int, default=50,
                        help="timed calls, and timed replays (default 50)")
     args = parser.parse_args()
