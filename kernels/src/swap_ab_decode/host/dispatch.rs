@@ -698,12 +698,14 @@ mod tests {
         assert_picks_within_10_percent(include_str!("sweeps/h100-e6934cb.jsonl"));
     }
 
-    /// The H100 table of revision bb25223 (`scripts/bench-gpu.sh`, stopped by the device's
-    /// time limit after 24 configurations), whose two-team CTAs meet at their own barriers
-    /// before the CTA's: the fastest in all 24.
+    /// The H100 tables of revision bb25223 (`scripts/bench-gpu.sh`, stopped by the device's
+    /// time limit after 24 configurations) and of 01df333 (the same kernels, all 40 in two
+    /// parts; the first part's rows from its printed table, to 0.1 us), whose two-team CTAs
+    /// meet at their own barriers before the CTA's: the fastest in every configuration.
     #[test]
     fn the_model_picks_what_the_h100_measured_fastest_with_the_team_barriers() {
         assert_picks_within_10_percent(include_str!("sweeps/h100-bb25223.jsonl"));
+        assert_picks_within_10_percent(include_str!("sweeps/h100-01df333.jsonl"));
     }
 
     /// The README's H200 tables of revisions fe8b635 and 3d2a3d0 (`scripts/bench-gpu.sh`;
