@@ -48,7 +48,7 @@
 //!    merge passes.
 //!
 //! Why a persistent grid that overlaps the next token with the merge: Nsight Compute's warp
-//! samples of the two-team kernel at s_q 512 (the README has them) put 7.3% in stage 1
+//! samples of the two-team kernel at s_q 512 (docs/performance.md has them) put 7.3% in stage 1
 //! (long scoreboard: the slot ids, then the records they name) and 11.8% in the merge,
 //! where no record streams, and 11% of the tile loops waiting for records. A CTA of one
 //! token a launch cannot load its next token's inputs; a CTA that walks tokens issues them
@@ -62,7 +62,7 @@
 //! measured 0.965x at H=16 NE 512 s_q 512, 0.931x at H=32, 0.975x at NE 1024 and 0.958x
 //! with NVFP4 records; a CTA's first copies, now issued right after the slot ids'
 //! barrier, took 1.2% off s_q 128 and 2.6% off `stream3` at s_q 32, whose CTAs take one
-//! token (the README has the table). A cluster of C > 1 stays one token a CTA: its grid
+//! token (docs/performance.md has the table). A cluster of C > 1 stays one token a CTA: its grid
 //! is s_q clusters, which is what fills the GPU at the token counts that pick it.
 //!
 //! Why the stage's copies run across the lists: each team used to start its second list
@@ -127,12 +127,12 @@
 //! 288-byte records in its 528-byte rows): a tile in registers does not fit beside the 64
 //! accumulator registers. On an H100 that took 10-16% off NVFP4 at s_q 64-512 against one
 //! team's register loads (0.844x at NE 1024 s_q 512, 0.896x at NE 512) and left NVFP4
-//! within 1.5% of fp8 a launch (the README has the table). On an H100
+//! within 1.5% of fp8 a launch (docs/performance.md has the table). On an H100
 //! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
 //! rounds) two staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128,
 //! 0.893x for `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one
 //! or two tiles), 0.964x at H=32 and 0.939x at NE 1024 s_q 512; started together, 0-4%
-//! slower than staggered (the README has the table). The persistent CTA staggers every
+//! slower than staggered (docs/performance.md has the table). The persistent CTA staggers every
 //! token, though the second team's first records are in its stage before the token
 //! starts: starting a CTA's later tokens together measured 1.002-1.005x at s_q 512 (fp8,
 //! H=16 and 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
@@ -154,7 +154,7 @@
 //! stage cost a wavefront per 128 bytes: 15.5 M wavefronts (57%) with the stage. On the
 //! H200 that took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off
 //! `stream2` at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable
-//! off `stream3` at 32 tokens NE 512 (the README has the figures). With NVFP4 records,
+//! off `stream3` at 32 tokens NE 512 (docs/performance.md has the figures). With NVFP4 records,
 //! whose loads are half the bytes, the stage measured slower in one team in most shapes
 //! (up to 7%; for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at
 //! 128 tokens) and one team does not use it. Copying half or three quarters of a tile's rows and
@@ -166,22 +166,22 @@
 //! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
 //! the record loads below the softmax) exposed that latency in every tile; from shared
 //! memory the record loads issue at once, with no register held for a list's length. On
-//! the H200 that took 4-8% off the one-CTA schedule with fp8 records (the README has the
-//! figures). Stage 1 loads them across the list's width and masks them by its length as it
+//! the H200 that took 4-8% off the one-CTA schedule with fp8 records (docs/performance.md has
+//! the figures). Stage 1 loads them across the list's width and masks them by its length as it
 //! stores them ([`stage_slot_ids`]), so that they need not wait for the length's load.
 //!
 //! Why one multiply a pair in the fp8 dequant (`Fp8Dequant::OneMultiply`): the dequant is
 //! the loop's most issue-bound stage (all 16 warps at once, between two barriers), and
 //! folding 2^120 into the scale takes half its multiplies out of it: the compressed list's
 //! loop issued 1074 instructions a warp a tile instead of 1170 (ptxas 13.5, sm_90a), which
-//! took 2-2.5% off the one-CTA schedule on the H200 (the README has the figures). The rare
+//! took 2-2.5% off the one-CTA schedule on the H200 (docs/performance.md has the figures). The rare
 //! scales above 2^7 take a second pass ([`Fp8Dequant`]). Its pairs come from sign-widened
 //! bytes (`prmt` with sign replication), one op a pair fewer, and with the softmax's
 //! reduce-scatter butterfly the loop issues 1004 instructions a tile. NVFP4 values are
 //! looked up rather than bit-moved (`e2m1x8_to_bf16x8`: a `prmt` whose selector is four
 //! magnitudes reads a table of their bf16 bytes), which needs no multiply but the scale's:
 //! that loop fell from 1341 instructions a warp a tile to 934, and NVFP4 records took no
-//! longer than fp8 ones (the README has the figures). The table holds the values times
+//! longer than fp8 ones (docs/performance.md has the figures). The table holds the values times
 //! 2^120 (`cvt::e2m1x8_scaled`), so that the e4m3 block scale is used with its bits moved
 //! to bf16's places (times 2^-120) and a run-time `prmt` selector picks its byte: no
 //! multiply by 2^120 nor shift and mask a scale, 1162 -> 1141 instructions in the first
@@ -190,10 +190,10 @@
 //! Measured and not kept: staging the next tile's records in shared memory with `cp.async`
 //! a tile ahead (no records in registers) was slower on the H200 than the register loads,
 //! and so was prefetching the next tile's records into L2 with `cp.async.bulk.prefetch.L2`
-//! (the README's performance section has the figures). Nor were two restructurings toward
-//! warp roles: committing the O MMA by halves of the dims so that the next tile's dequant
-//! starts under it (slower), and producer and consumer warpgroups passing 64-row stages
-//! through named barriers (3% faster, but spilling at the register cap); the README has the
+//! (docs/performance.md has the figures). Nor were two restructurings toward warp roles:
+//! committing the O MMA by halves of the dims so that the next tile's dequant starts under
+//! it (slower), and producer and consumer warpgroups passing 64-row stages through named
+//! barriers (3% faster, but spilling at the register cap); docs/performance.md has the
 //! figures and what they leave open. Nor was S from the dequant's registers (RS wgmma: each
 //! warpgroup dequantising a quarter of the staged tile straight into the A fragments of its
 //! S MMAs, Q's dims permuted to match, the partials summed in the stand-in): no spills and
@@ -203,27 +203,28 @@
 //! instruction" stalls fell from 9.9% to 3.1% of the samples and the wait at the
 //! end-of-token barrier from 7.5% to 2.2%, yet the time stayed within 1% of this kernel's
 //! and NVFP4 ran 1.4-2.0% slower: the balanced teams queue on the shared-memory pipe
-//! instead; the README's "One copy of the team loop"). Nor were the stage's copies preceded
-//! by L2 prefetches of the tile after next (1.01-1.11x: each is one more bulk operation a
-//! row), the O MMA issued K-step by K-step or S in two accumulators (within 1%), or the
-//! column max reduced by the S warps (P is written over the S stand-in, so the barrier it
-//! would drop also orders those writes after every warp's reads of S). In clusters, neither
-//! the teams started together (within 1%: a cluster's token waits for its busiest CTA's
-//! tiles, not for the stagger) nor each worker's later tiles prefetched into L2 at stage 1
-//! (1.04-1.12x) was kept. Nor was the kernel without that barrier, its softmax warps owning
-//! whole rows (1.006x at s_q 512 on an H100: 1.7% more instructions, and the warps did not
-//! wait there; the README has the figures). Nor were the running max moved only by a jump
-//! above 2^8 with the O^T multiplies skipped where a warp's factors are 1 (0.994-1.029x:
-//! the multiplies are not what a tile waits for), nor the stage's copies issued by every
-//! warp, the S warpgroup's while its MMAs run (1.013-1.022x). Left out part by part on an
-//! H100, the MMAs cost 18% of the s_q 512 time, the dequant 13%, memory 4% and the merge's
-//! passes 2% (8% for `stream3` at s_q 32, where the cluster merge is on the token's latency
-//! chain); the rest is the tile's bookkeeping and each token's prologue (the README's
-//! "Where the streamed tile's time goes" and "The merge's share"). NVFP4 is slower a token
-//! than fp8 at s_q 512 because its dequant issues more instructions, not fewer: 526 a warp
-//! a tile against 416 (Nsight Compute on an H100), its eight values a word taking 15
-//! integer ops to fp8's 12, and ptxas, at 127 registers, copying a lookup table's word into
-//! a register before 58 of its 64 lookups a tile.
+//! instead; docs/performance.md's "One copy of the team loop"). Nor were the stage's copies
+//! preceded by L2 prefetches of the tile after next (1.01-1.11x: each is one more bulk
+//! operation a row), the O MMA issued K-step by K-step or S in two accumulators (within
+//! 1%), or the column max reduced by the S warps (P is written over the S stand-in, so the
+//! barrier it would drop also orders those writes after every warp's reads of S). In
+//! clusters, neither the teams started together (within 1%: a cluster's token waits for its
+//! busiest CTA's tiles, not for the stagger) nor each worker's later tiles prefetched into
+//! L2 at stage 1 (1.04-1.12x) was kept. Nor was the kernel without that barrier, its
+//! softmax warps owning whole rows (1.006x at s_q 512 on an H100: 1.7% more instructions,
+//! and the warps did not wait there; docs/performance.md has the figures). Nor were the
+//! running max moved only by a jump above 2^8 with the O^T multiplies skipped where a
+//! warp's factors are 1 (0.994-1.029x: the multiplies are not what a tile waits for), nor
+//! the stage's copies issued by every warp, the S warpgroup's while its MMAs run
+//! (1.013-1.022x). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time,
+//! the dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32, where
+//! the cluster merge is on the token's latency chain); the rest is the tile's bookkeeping
+//! and each token's prologue (docs/performance.md's "Where the streamed tile's time goes"
+//! and "The merge's share"). NVFP4 is slower a token than fp8 at s_q 512 because its
+//! dequant issues more instructions, not fewer: 526 a warp a tile against 416 (Nsight
+//! Compute on an H100), its eight values a word taking 15 integer ops to fp8's 12, and
+//! ptxas, at 127 registers, copying a lookup table's word into a register before 58 of its
+//! 64 lookups a tile.
 
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
 use dsl_core::arch::thread::{cluster_cta_rank, grid_dim_y};

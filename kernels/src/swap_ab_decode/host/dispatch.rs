@@ -589,10 +589,10 @@ mod tests {
 
     /// The timings the model is fitted to: on an H100 (driver 580.159, SM clock up to 1980
     /// MHz, copy bandwidth 3015 GB/s), every candidate schedule, fp8 and NVFP4, NK 128: the
-    /// README's table of revision c22970f (`scripts/bench-gpu.sh`, 200 replays, s_q 1 to
-    /// 512; from its markdown, to 0.1 us) and the token counts between (`bench_decode
-    /// --no-chain --tokens ...`: 2 to 320 at c22970f; 12 to 280 at 5888d25, the same
-    /// kernels, where the first refit's picks were checked).
+    /// table of revision c22970f in docs/performance.md (`scripts/bench-gpu.sh`, 200
+    /// replays, s_q 1 to 512; from its markdown, to 0.1 us) and the token counts between
+    /// (`bench_decode --no-chain --tokens ...`: 2 to 320 at c22970f; 12 to 280 at 5888d25,
+    /// the same kernels, where the first refit's picks were checked).
     const H100_FITTED: [&str; 3] = [
         include_str!("sweeps/h100-c22970f.jsonl"),
         include_str!("sweeps/h100-c22970f-tokens.jsonl"),
@@ -708,8 +708,9 @@ mod tests {
         assert_picks_within_10_percent(include_str!("sweeps/h100-01df333.jsonl"));
     }
 
-    /// The README's H200 tables of revisions fe8b635 and 3d2a3d0 (`scripts/bench-gpu.sh`;
-    /// no 32-head streamed CTA then), to which the model was not fitted.
+    /// The H200 tables of revisions fe8b635 and 3d2a3d0 in docs/performance.md
+    /// (`scripts/bench-gpu.sh`; no 32-head streamed CTA then), to which the model was not
+    /// fitted.
     #[test]
     fn the_model_picks_what_the_h200_measured_fastest() {
         assert_picks_within_10_percent(include_str!("sweeps/h200-fe8b635.jsonl"));
