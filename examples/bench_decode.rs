@@ -29,17 +29,17 @@
 //! (graph time / 61) in JSON lines of their own (`"chain_layers":61`). Where 61 sets are
 //! too few to cover the 256 MiB, graphs of further sets rotate.
 //!
-//! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick]
-//! [--only HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,...] [--no-chain]
-//! [--part K/N]`; on the GPU machine through `scripts/bench-gpu.sh`, which adds the PyTorch
-//! baseline. `--quick`
-//! times a few replays, `--only 16,512,fp8,512` runs one configuration and `--schedule
-//! stream` one schedule of it (`split`, `split64`, `stream`, `stream2`, ...; no chains):
-//! under `ncu`, every `swap_ab_decode` launch is then the one to profile. `--tokens
-//! 16,48,64` times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain` skips the
-//! chains. `--part 2/3` times every third configuration from the second (chains with their
-//! configuration), so that a run too long for one sitting splits into runs that together
-//! time every configuration once (`bench_torch.py bench --part` splits the same way).
+//! `cargo run --release --example bench_decode -- [--out results.jsonl] [--quick] [--only
+//! HEADS,NE,RECORD,S_Q] [--schedule NAME] [--tokens S_Q,...] [--no-chain] [--part K/N]`; on
+//! the GPU machine through `scripts/bench-gpu.sh`, which adds the PyTorch baseline.
+//! `--quick` times a few replays, `--only 16,512,fp8,512` runs one configuration and
+//! `--schedule stream` one schedule of it (`split`, `split64`, `stream`, `stream2`, ...; no
+//! chains): under `ncu`, every `swap_ab_decode` launch is then the one to profile.
+//! `--tokens 16,48,64` times those s_q instead of 1, 32, 64, 128 and 512, `--no-chain`
+//! skips the chains. `--part 2/3` times every third configuration from the second (chains
+//! with their configuration), so that a run too long for one sitting splits into runs that
+//! together time every configuration once (`bench_torch.py bench --part` splits the same
+//! way).
 
 use std::fs::File;
 use std::io::Write;

@@ -2,10 +2,10 @@
 # A quick A/B of two builds of the decode kernel on the GPU machine, the method of the
 # per-change tables of docs/performance.md: each configuration's schedule timed by both
 # builds' bench_decode (`--quick`: 5 CUDA-graph replays behind a GPU spin, cold KV),
-# interleaved and in rounds (the side that goes first alternates), in one run; then one markdown row per
-# configuration with the range of each build's medians and the ratio of their means
-# (new / base: below 1 the new build is faster). A build whose bench_decode checks outputs
-# (d0cda9f on) fails the A/B on a wrong one.
+# interleaved and in rounds (the side that goes first alternates), in one run; then one
+# markdown row per configuration with the range of each build's medians and the ratio of
+# their means (new / base: below 1 the new build is faster). A build whose bench_decode
+# checks outputs (d0cda9f on) fails the A/B on a wrong one.
 #
 #   Build each side here (the baseline checked out, then the change):
 #       cargo build --release --example bench_decode
