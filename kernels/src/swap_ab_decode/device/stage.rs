@@ -94,7 +94,8 @@ impl RawRows {
     /// row `row0 + 16 w + l`, or they arrive with nothing to copy (an invalid slot); a warp
     /// issues its lanes' copies one at a time. Every thread of the team must have read the
     /// stage's previous tile. Eight copies in each of the team's warps, the S warpgroup's
-    /// between its MMAs' issue and wait, measured 1.3-2.2% slower on an H100 (docs/performance.md).
+    /// between its MMAs' issue and wait, measured 1.3-2.2% slower on an H100
+    /// (docs/performance.md).
     ///
     /// Where the issuing lanes have not waited for the phase before ([`PhaseBefore::Unseen`]),
     /// each first waits for it (a fresh barrier's phase -1 counts as complete): the team

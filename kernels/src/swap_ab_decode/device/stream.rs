@@ -48,22 +48,22 @@
 //!    merge passes.
 //!
 //! Why a persistent grid that overlaps the next token with the merge: Nsight Compute's warp
-//! samples of the two-team kernel at s_q 512 (docs/performance.md has them) put 7.3% in stage 1
-//! (long scoreboard: the slot ids, then the records they name) and 11.8% in the merge,
-//! where no record streams, and 11% of the tile loops waiting for records. A CTA of one
-//! token a launch cannot load its next token's inputs; a CTA that walks tokens issues them
-//! when the tiles' buffers free up (the stage, the slot ids and Q are not read by the
+//! samples of the two-team kernel at s_q 512 (docs/performance.md has them) put 7.3% in
+//! stage 1 (long scoreboard: the slot ids, then the records they name) and 11.8% in the
+//! merge, where no record streams, and 11% of the tile loops waiting for records. A CTA of
+//! one token a launch cannot load its next token's inputs; a CTA that walks tokens issues
+//! them when the tiles' buffers free up (the stage, the slot ids and Q are not read by the
 //! merge), so that the first records of token n + 1 arrive during token n's merge and its
 //! first dequant need not wait. The shared memory is full (two teams take 222 KiB), so
 //! nothing is double-buffered: the reads wait in registers (Q, the lengths and the ids,
-//! about 25 a thread, once the accumulators are written out) and go to shared
-//! memory where the merge no longer reads it. The mbarrier phases carry across tokens
-//! ([`Phases`]). On an H100 (quick A/B in one run against the one-token CTAs) this
-//! measured 0.965x at H=16 NE 512 s_q 512, 0.931x at H=32, 0.975x at NE 1024 and 0.958x
-//! with NVFP4 records; a CTA's first copies, now issued right after the slot ids'
-//! barrier, took 1.2% off s_q 128 and 2.6% off `stream3` at s_q 32, whose CTAs take one
-//! token (docs/performance.md has the table). A cluster of C > 1 stays one token a CTA: its grid
-//! is s_q clusters, which is what fills the GPU at the token counts that pick it.
+//! about 25 a thread, once the accumulators are written out) and go to shared memory where
+//! the merge no longer reads it. The mbarrier phases carry across tokens ([`Phases`]). On
+//! an H100 (quick A/B in one run against the one-token CTAs) this measured 0.965x at H=16
+//! NE 512 s_q 512, 0.931x at H=32, 0.975x at NE 1024 and 0.958x with NVFP4 records; a CTA's
+//! first copies, now issued right after the slot ids' barrier, took 1.2% off s_q 128 and
+//! 2.6% off `stream3` at s_q 32, whose CTAs take one token (docs/performance.md has the
+//! table). A cluster of C > 1 stays one token a CTA: its grid is s_q clusters, which is
+//! what fills the GPU at the token counts that pick it.
 //!
 //! Why the stage's copies run across the lists: each team used to start its second list
 //! by issuing that list's first tile and waiting for it, a whole trip to memory exposed
@@ -112,30 +112,30 @@
 //! the ALUs idle while the MMAs run and the tensor cores idle while the warps dequantise:
 //! Nsight Compute put issue slots at 37-39% busy with barrier stalls the largest reason.
 //! Two teams of 8 warps, each streaming its own 64-row tiles with its own buffers and a
-//! named barrier (1 + team), run two such chains side by side, and the warp schedulers
-//! fill one team's stalls with the other's work. The second team starts its first dequant
-//! once the first team has finished its own ([`Team::wait_for_the_first_team`]), so that
-//! their dequants and MMAs take turns. They share Q, the staged slot ids and the
-//! cos/sin row; each writes its partial over its own KV tile and the merge folds the two
-//! like two peers of a cluster (`kernel::merge_stages`, [`Plan::partials`]). A team's
-//! O^T is 64 accumulator registers a thread (512 dims x 32 columns over 256 threads,
-//! against 32 with one team); the dequant reads each 16-byte chunk of the stage as it goes rather
-//! than all eight at once, which keeps the teams' kernels at 123-127 registers with no
-//! spill. The two teams' buffers take 220-225 KiB; on sm_100a (whose partial has its own
-//! buffer and which has no stage) the CTA stays one team. NVFP4 compressed records, which
-//! one team loads into registers a tile ahead, come through the stage with two teams (their
-//! 288-byte records in its 528-byte rows): a tile in registers does not fit beside the 64
+//! named barrier (1 + team), run two such chains side by side, and the warp schedulers fill
+//! one team's stalls with the other's work. The second team starts its first dequant once
+//! the first team has finished its own ([`Team::wait_for_the_first_team`]), so that their
+//! dequants and MMAs take turns. They share Q, the staged slot ids and the cos/sin row;
+//! each writes its partial over its own KV tile and the merge folds the two like two peers
+//! of a cluster (`kernel::merge_stages`, [`Plan::partials`]). A team's O^T is 64
+//! accumulator registers a thread (512 dims x 32 columns over 256 threads, against 32 with
+//! one team); the dequant reads each 16-byte chunk of the stage as it goes rather than all
+//! eight at once, which keeps the teams' kernels at 123-127 registers with no spill. The
+//! two teams' buffers take 220-225 KiB; on sm_100a (whose partial has its own buffer and
+//! which has no stage) the CTA stays one team. NVFP4 compressed records, which one team
+//! loads into registers a tile ahead, come through the stage with two teams (their 288-byte
+//! records in its 528-byte rows): a tile in registers does not fit beside the 64
 //! accumulator registers. On an H100 that took 10-16% off NVFP4 at s_q 64-512 against one
 //! team's register loads (0.844x at NE 1024 s_q 512, 0.896x at NE 512) and left NVFP4
-//! within 1.5% of fp8 a launch (docs/performance.md has the table). On an H100
-//! (quick A/B in one run against the one-team kernel of revision 8fee372, 5 replays, two
-//! rounds) two staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128,
-//! 0.893x for `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one
-//! or two tiles), 0.964x at H=32 and 0.939x at NE 1024 s_q 512; started together, 0-4%
-//! slower than staggered (docs/performance.md has the table). The persistent CTA staggers every
-//! token, though the second team's first records are in its stage before the token
-//! starts: starting a CTA's later tokens together measured 1.002-1.005x at s_q 512 (fp8,
-//! H=16 and 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
+//! within 1.5% of fp8 a launch (docs/performance.md has the table). On an H100 (quick A/B
+//! in one run against the one-team kernel of revision 8fee372, 5 replays, two rounds) two
+//! staggered teams measured 0.942x at H=16 NE 512 s_q 512, 0.909x at s_q 128, 0.893x for
+//! `stream2` at s_q 64, 0.987x for `stream3` at s_q 32 (where a CTA streams one or two
+//! tiles), 0.964x at H=32 and 0.939x at NE 1024 s_q 512; started together, 0-4% slower than
+//! staggered (docs/performance.md has the table). The persistent CTA staggers every token,
+//! though the second team's first records are in its stage before the token starts:
+//! starting a CTA's later tokens together measured 1.002-1.005x at s_q 512 (fp8, H=16 and
+//! 32, NE 512 and 1024) and 1.016x with NVFP4 records (H100, quick A/B in one run).
 //!
 //! Why clusters of streamed CTAs: a CTA takes about 4.3 us for each 128 rows it streams
 //! (its teams' together) after about 6.7 us of setup and epilogue (the dispatch model's fit
@@ -146,46 +146,46 @@
 //! SMs and 2-5 tiles per CTA in one round, the cluster merge costing about 1 us.
 //! `host/dispatch.rs` models both and picks per call.
 //!
-//! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of
-//! its peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
+//! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of its
+//! peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
 //! wavefronts, of which the records' 16-byte register loads took about one per 32-byte
-//! sector (7.2 M; NVFP4 records, with 2.4 M fewer sectors, took 2.5 M fewer wavefronts).
-//! A bulk copy writes shared memory outside that pipe, and the dequant's reads of the
-//! stage cost a wavefront per 128 bytes: 15.5 M wavefronts (57%) with the stage. On the
-//! H200 that took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off
-//! `stream2` at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable
-//! off `stream3` at 32 tokens NE 512 (docs/performance.md has the figures). With NVFP4 records,
-//! whose loads are half the bytes, the stage measured slower in one team in most shapes
-//! (up to 7%; for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at
-//! 128 tokens) and one team does not use it. Copying half or three quarters of a tile's rows and
-//! loading the rest into registers (the stage sized to what fits beside the rest)
+//! sector (7.2 M; NVFP4 records, with 2.4 M fewer sectors, took 2.5 M fewer wavefronts). A
+//! bulk copy writes shared memory outside that pipe, and the dequant's reads of the stage
+//! cost a wavefront per 128 bytes: 15.5 M wavefronts (57%) with the stage. On the H200 that
+//! took 8-13% off the one-CTA schedule (H=16 and 32, NE 512 and 1024), 6-8% off `stream2`
+//! at 64 tokens (NE 512) and `stream3` at 32 (NE 1024), and nothing measurable off
+//! `stream3` at 32 tokens NE 512 (docs/performance.md has the figures). With NVFP4 records,
+//! whose loads are half the bytes, the stage measured slower in one team in most shapes (up
+//! to 7%; for both lists, the SWA list alone or the NVFP4 list alone; 1% faster at 128
+//! tokens) and one team does not use it. Copying half or three quarters of a tile's rows
+//! and loading the rest into registers (the stage sized to what fits beside the rest)
 //! measured between 0.96x and 1.08x the register loads. The stage's bytes come from the
 //! scores stand-in, which now shares P's (`Plan::scores_layout`).
 //!
 //! Why the slot ids are staged: read from global memory a tile ahead, each tile's record
-//! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks
-//! the record loads below the softmax) exposed that latency in every tile; from shared
-//! memory the record loads issue at once, with no register held for a list's length. On
-//! the H200 that took 4-8% off the one-CTA schedule with fp8 records (docs/performance.md has
-//! the figures). Stage 1 loads them across the list's width and masks them by its length as it
+//! loads waited on its slot-id load first, and ptxas (at the 128-register cap it sinks the
+//! record loads below the softmax) exposed that latency in every tile; from shared memory
+//! the record loads issue at once, with no register held for a list's length. On the H200
+//! that took 4-8% off the one-CTA schedule with fp8 records (docs/performance.md has the
+//! figures). Stage 1 loads them across the list's width and masks them by its length as it
 //! stores them ([`stage_slot_ids`]), so that they need not wait for the length's load.
 //!
 //! Why one multiply a pair in the fp8 dequant (`Fp8Dequant::OneMultiply`): the dequant is
 //! the loop's most issue-bound stage (all 16 warps at once, between two barriers), and
 //! folding 2^120 into the scale takes half its multiplies out of it: the compressed list's
 //! loop issued 1074 instructions a warp a tile instead of 1170 (ptxas 13.5, sm_90a), which
-//! took 2-2.5% off the one-CTA schedule on the H200 (docs/performance.md has the figures). The rare
-//! scales above 2^7 take a second pass ([`Fp8Dequant`]). Its pairs come from sign-widened
-//! bytes (`prmt` with sign replication), one op a pair fewer, and with the softmax's
-//! reduce-scatter butterfly the loop issues 1004 instructions a tile. NVFP4 values are
-//! looked up rather than bit-moved (`e2m1x8_to_bf16x8`: a `prmt` whose selector is four
-//! magnitudes reads a table of their bf16 bytes), which needs no multiply but the scale's:
-//! that loop fell from 1341 instructions a warp a tile to 934, and NVFP4 records took no
-//! longer than fp8 ones (docs/performance.md has the figures). The table holds the values times
-//! 2^120 (`cvt::e2m1x8_scaled`), so that the e4m3 block scale is used with its bits moved
-//! to bf16's places (times 2^-120) and a run-time `prmt` selector picks its byte: no
-//! multiply by 2^120 nor shift and mask a scale, 1162 -> 1141 instructions in the first
-//! team's compressed-list loop (ptxas 13.5, H=16 NE 512).
+//! took 2-2.5% off the one-CTA schedule on the H200 (docs/performance.md has the figures).
+//! The rare scales above 2^7 take a second pass ([`Fp8Dequant`]). Its pairs come from
+//! sign-widened bytes (`prmt` with sign replication), one op a pair fewer, and with the
+//! softmax's reduce-scatter butterfly the loop issues 1004 instructions a tile. NVFP4
+//! values are looked up rather than bit-moved (`e2m1x8_to_bf16x8`: a `prmt` whose selector
+//! is four magnitudes reads a table of their bf16 bytes), which needs no multiply but the
+//! scale's: that loop fell from 1341 instructions a warp a tile to 934, and NVFP4 records
+//! took no longer than fp8 ones (docs/performance.md has the figures). The table holds the
+//! values times 2^120 (`cvt::e2m1x8_scaled`), so that the e4m3 block scale is used with its
+//! bits moved to bf16's places (times 2^-120) and a run-time `prmt` selector picks its
+//! byte: no multiply by 2^120 nor shift and mask a scale, 1162 -> 1141 instructions in the
+//! first team's compressed-list loop (ptxas 13.5, H=16 NE 512).
 //!
 //! Measured and not kept: staging the next tile's records in shared memory with `cp.async`
 //! a tile ahead (no records in registers) was slower on the H200 than the register loads,
