@@ -627,11 +627,12 @@ pub fn stage_inputs(
 }
 
 /// Zeros rows `rows..128` of the KV tile, which a 64-row tile does not fill: the S MMA
-/// reads all 128 rows (their scores are masked, but must not be uninitialised memory).
-/// Nothing to do for a full tile.
+/// reads all 128 rows (their scores are masked, but must not be uninitialised memory),
+/// unless it splits K over the first 64 ([`Plan::scores_split_k`]). Nothing to do for a
+/// full tile.
 #[device]
-pub fn zero_stale_rows(buf: &Buffers, tid: Val<u32>, rows: u32) {
-    if rows == TILE as u32 {
+pub fn zero_stale_rows(plan: &Plan, buf: &Buffers, tid: Val<u32>, rows: u32) {
+    if rows == TILE as u32 || plan.scores_split_k() {
         return;
     }
     let threads = THREADS as u32;

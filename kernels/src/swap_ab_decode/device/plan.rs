@@ -147,6 +147,36 @@ impl Plan {
         self.partials() * 2 * self.heads
     }
 
+    /// Rows of the KV buffer that a tile fills: `kv_rows`, or 64 in a split cluster whose
+    /// every tile is 64 rows (half tiles, or SWA tiles only).
+    pub fn live_rows(&self) -> u32 {
+        if self.streamed() {
+            return self.kv_rows;
+        }
+        let swa = if self.swa_tiles > 0 {
+            self.swa_tile_rows
+        } else {
+            0
+        };
+        let extra = if self.extra_tiles > 0 {
+            self.extra_tile_rows
+        } else {
+            0
+        };
+        swa.max(extra)
+    }
+
+    /// Whether S on sm_90a splits K over the two warpgroups of a split CTA whose 128-row
+    /// buffer holds 64 live rows (`mma::wgmma`): both compute those rows, so that no MMA
+    /// reads the other 64 and they need not be zeroed. The tcgen05 S (M = 128) reads every
+    /// row.
+    pub fn scores_split_k(&self) -> bool {
+        self.target() == Target::Sm90a
+            && !self.streamed()
+            && self.kv_rows == 128
+            && self.live_rows() == 64
+    }
+
     /// Lane quadrants of a KV buffer: 32-row groups, one per warp of a softmax column group.
     pub fn quadrants(&self) -> u32 {
         self.kv_rows / 32
@@ -216,11 +246,30 @@ impl Plan {
     /// swizzled by their 16-byte pieces, so that the row-per-thread reads of eight lanes
     /// fall in distinct banks.
     pub fn scores_layout(&self) -> Result<ComposedLayout, LayoutError> {
+        self.scores_rows_layout(self.kv_rows, 0)
+    }
+
+    /// 64 rows of the scores' layout from `first_byte` of a buffer: where S splits K
+    /// ([`Plan::scores_split_k`]), each warpgroup's partial sums of S.
+    pub fn scores_half_layout(&self, first_byte: u32) -> Result<ComposedLayout, LayoutError> {
+        self.scores_rows_layout(64, first_byte)
+    }
+
+    fn scores_rows_layout(
+        &self,
+        rows: u32,
+        first_byte: u32,
+    ) -> Result<ComposedLayout, LayoutError> {
         let layout = Layout::row_major(&[
-            Int::Static(self.kv_rows as i64),
-            Int::Static(self.heads as i64),
+            Int::Static(i64::from(rows)),
+            Int::Static(i64::from(self.heads)),
         ]);
-        ComposedLayout::new(row_swizzle(4 * self.heads), 0, layout, 4)
+        ComposedLayout::new(
+            row_swizzle(4 * self.heads),
+            i64::from(first_byte),
+            layout,
+            4,
+        )
     }
 }
 

@@ -9,7 +9,8 @@
 //!    predicated so that invalid rows read nothing, after `griddepcontrol.wait`;
 //! 2. Q RoPE -> bf16 -> shared `[H, 512]`; KV dequant -> shared `[128, 512]` bf16 (both
 //!    K-major, 128-byte swizzle) and a valid flag per row;
-//! 3. S[128, H] = KV . Q^T (swap-AB: the KV rows are the MMA's M);
+//! 3. S[128, H] = KV . Q^T (swap-AB: the KV rows are the MMA's M; on sm_90a, where every
+//!    tile of the key is 64 rows, S[64, H] by two warpgroups each over half of K);
 //! 4. softmax down each head's column: max over the tile's valid rows, p = 2^(s - max),
 //!    P split into bf16 hi + lo -> shared `[2H, 128]` (MN-major);
 //! 5. O[512, 2H] = KV^T . [P_hi | P_lo], meanwhile each head's column sum;
@@ -55,18 +56,18 @@ pub(super) fn run(ctx: &Ctx<'_>, mma: MmaSetup, precast: Option<Tensor<f32, 3>>)
     if plan.swa_tiles > 0 && plan.extra_tiles > 0 {
         if rank < plan.swa_tiles {
             tile_live = stage_inputs(plan, swa, query, buf, team, rank * swa_rows, swa_rows);
-            zero_stale_rows(buf, tid, swa_rows);
+            zero_stale_rows(plan, buf, tid, swa_rows);
         } else {
             let row0 = (rank - plan.swa_tiles) * extra_rows;
             tile_live = stage_inputs(plan, extra, query, buf, team, row0, extra_rows);
-            zero_stale_rows(buf, tid, extra_rows);
+            zero_stale_rows(plan, buf, tid, extra_rows);
         }
     } else if plan.swa_tiles > 0 {
         tile_live = stage_inputs(plan, swa, query, buf, team, rank * swa_rows, swa_rows);
-        zero_stale_rows(buf, tid, swa_rows);
+        zero_stale_rows(plan, buf, tid, swa_rows);
     } else {
         tile_live = stage_inputs(plan, extra, query, buf, team, rank * extra_rows, extra_rows);
-        zero_stale_rows(buf, tid, extra_rows);
+        zero_stale_rows(plan, buf, tid, extra_rows);
     }
     // The MMAs read what the threads stored: make it visible to the async proxy.
     fence_proxy_async_shared();

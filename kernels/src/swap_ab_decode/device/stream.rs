@@ -216,7 +216,9 @@
 //! running max moved only by a jump above 2^8 with the O^T multiplies skipped where a
 //! warp's factors are 1 (0.994-1.029x: the multiplies are not what a tile waits for), nor
 //! the stage's copies issued by every warp, the S warpgroup's while its MMAs run
-//! (1.013-1.022x). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time,
+//! (1.013-1.022x), nor S split over K on both of a team's warpgroups, its second half in
+//! the record stage, whose copies then wait for the softmax (1.010-1.071x; the later
+//! copies alone 1.005-1.051x). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time,
 //! the dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32, where
 //! the cluster merge is on the token's latency chain); the rest is the tile's bookkeeping
 //! and each token's prologue (docs/performance.md's "Where the streamed tile's time goes"

@@ -22,7 +22,9 @@
 //! sm_90a ([`WgmmaStage`]): [`WgmmaTiled`](dsl_core::tensor::WgmmaTiled) with C in
 //! registers. S is `m64nH` over warpgroups 0 and 1 (rows 0..64 and 64..128), stored through
 //! `partition_c` into a shared-memory stand-in so that the softmax reads the same rows and
-//! columns as from TMEM; O^T is `m64n2H` (or `m64nH`) over the four warpgroups
+//! columns as from TMEM; where a split CTA's tiles are all 64 rows, the two warpgroups
+//! instead take the live 64 rows over a half of K each, and the softmax adds the two
+//! halves' stand-ins (`ScoresSplit`); O^T is `m64n2H` (or `m64nH`) over the four warpgroups
 //! (warpgroup g: dims `64 g ..` and `256 + 64 g ..`), kept in registers across the column
 //! sums.
 //!

@@ -22,37 +22,72 @@ use crate::swap_ab_decode::device::team::Team;
 
 /// sm_90a: a team's tilings and its shared-memory stand-in for S `[kv_rows, H]` f32.
 pub struct WgmmaStage {
-    scores_mma: WgmmaTiled,
+    scores_split: ScoresSplit,
     outputs_mma: WgmmaTiled,
-    scores: SmemTile,
-    /// Warpgroups that compute S: one a 64 rows of the KV tile.
-    scores_warpgroups: u32,
     team: Team,
 }
 
+/// How the S warpgroups share S = KV . Q^T and where its scores wait for the softmax.
+enum ScoresSplit {
+    /// Warpgroup g computes rows `64 g ..` of the tile over all of K, into rows `64 g ..`
+    /// of the stand-in `scores`.
+    Rows {
+        mma: WgmmaTiled,
+        scores: SmemTile,
+        warpgroups: u32,
+    },
+    /// Two warpgroups compute the tile's 64 live rows ([`Plan::scores_split_k`]),
+    /// warpgroup g over K-steps `16 g .. 16 g + 16` into `halves[g]` (the stand-in's rows
+    /// `64 g ..`), which [`WgmmaStage::load_scores`] adds (two terms: the same sum in either
+    /// order). Each MMA chain is half as long, and no MMA reads the 64 rows that hold no
+    /// record.
+    K {
+        mma: WgmmaTiled,
+        halves: [SmemTile; 2],
+    },
+}
+
+/// K-steps of S (16 dims each) a warpgroup takes when the two split K.
+const SCORES_HALF_STEPS: i64 = (HEAD_DIM / 16 / 2) as i64;
+
 impl WgmmaStage {
     /// S is `m64nH` over a warpgroup a 64 rows of the team's KV tile (the first one or
-    /// two of the team's), O^T `m64n2H` (`m64nH` where P's halves accumulate together) over
-    /// all of the team's warpgroups.
+    /// two of the team's), or over two that split K; O^T `m64n2H` (`m64nH` where P's
+    /// halves accumulate together) over all of the team's warpgroups.
     #[track_caller]
     pub(super) fn new(plan: &Plan, buf: &Buffers, team: &Team) -> WgmmaStage {
         let heads = plan.heads;
-        let scores_warpgroups = plan.kv_rows / 64;
+        let scores_atom = wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K);
+        let scores_split = if plan.scores_split_k() {
+            let half = |first_byte| {
+                buf.p
+                    .view(checked("scores", plan.scores_half_layout(first_byte)))
+            };
+            ScoresSplit::K {
+                mma: WgmmaTiled::ss(scores_atom, 1, 64, i64::from(heads)),
+                halves: [half(0), half(64 * 4 * heads)],
+            }
+        } else {
+            let warpgroups = plan.kv_rows / 64;
+            ScoresSplit::Rows {
+                mma: WgmmaTiled::ss(
+                    scores_atom,
+                    warpgroups,
+                    i64::from(plan.kv_rows),
+                    i64::from(heads),
+                ),
+                scores: buf.p.view(checked("scores", plan.scores_layout())),
+                warpgroups,
+            }
+        };
         WgmmaStage {
-            scores_mma: WgmmaTiled::ss(
-                wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K),
-                scores_warpgroups,
-                i64::from(plan.kv_rows),
-                i64::from(heads),
-            ),
+            scores_split,
             outputs_mma: WgmmaTiled::ss(
                 wgmma::MmaF16Bf16Ss::bf16(plan.outputs_columns(), Major::MN, Major::MN),
                 team.warpgroups(),
                 HEAD_DIM as i64,
                 i64::from(plan.outputs_columns()),
             ),
-            scores: buf.p.view(checked("scores", plan.scores_layout())),
-            scores_warpgroups,
             team: *team,
         }
     }
@@ -63,19 +98,54 @@ impl WgmmaStage {
         self.outputs_mma.thread_in_cta(self.team.first_warpgroup())
     }
 
-    /// The warpgroups a 64 rows of the tile compute S and store it to the stand-in.
+    /// The S warpgroups compute S and store it to the stand-in.
     #[device]
     pub(super) fn scores(&self, buf: &Buffers) {
-        if self.team.warp < 4 * self.scores_warpgroups {
-            let thr = self.scores_mma.thread_in_cta(self.team.first_warpgroup());
-            let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
-            let q = thr.partition_b(&buf.q.tensor::<bf16>());
-            let acc = thr.partition_fragment_c();
-            wgmma::fence();
-            thr.gemm(&acc, &kv, &q, false);
-            wgmma::commit_group();
-            wgmma::wait_group(0);
-            thr.partition_c(&self.scores.tensor::<f32>()).store(&acc);
+        match &self.scores_split {
+            ScoresSplit::Rows {
+                mma,
+                scores,
+                warpgroups,
+            } => {
+                if self.team.warp < 4 * *warpgroups {
+                    let thr = mma.thread_in_cta(self.team.first_warpgroup());
+                    let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
+                    let q = thr.partition_b(&buf.q.tensor::<bf16>());
+                    let acc = thr.partition_fragment_c();
+                    wgmma::fence();
+                    thr.gemm(&acc, &kv, &q, false);
+                    wgmma::commit_group();
+                    wgmma::wait_group(0);
+                    thr.partition_c(&scores.tensor::<f32>()).store(&acc);
+                }
+            }
+            ScoresSplit::K { mma, halves } => {
+                if self.team.warp < 8 {
+                    let thr = mma.thread_in_cta(self.team.first_warpgroup());
+                    let live_rows = buf
+                        .kv
+                        .tensor::<bf16>()
+                        .local_tile(&[64, HEAD_DIM as i64], (0u32, 0u32));
+                    let kv = thr.partition_a(&live_rows, Major::K);
+                    let q = thr.partition_b(&buf.q.tensor::<bf16>());
+                    let acc = thr.partition_fragment_c();
+                    // Each path commits, waits for and stores its own MMAs (`outputs` says
+                    // why).
+                    let half = |g: usize| {
+                        let first = SCORES_HALF_STEPS * g as i64;
+                        wgmma::fence();
+                        thr.gemm_k_steps(&acc, &kv, &q, first..first + SCORES_HALF_STEPS, false);
+                        wgmma::commit_group();
+                        wgmma::wait_group(0);
+                        thr.partition_c(&halves[g].tensor::<f32>()).store(&acc);
+                    };
+                    if self.team.warp < 4 {
+                        half(0);
+                    } else {
+                        half(1);
+                    }
+                }
+            }
         }
     }
 
@@ -87,7 +157,20 @@ impl WgmmaStage {
         let first = group * cols;
         let mut out = Vec::new();
         for k4 in 0..cols / 4 {
-            out.extend(load_vec::<f32, 4, _>(self.scores.at(row, first + 4 * k4)));
+            let col = first + 4 * k4;
+            match &self.scores_split {
+                ScoresSplit::Rows { scores, .. } => {
+                    out.extend(load_vec::<f32, 4, _>(scores.at(row, col)));
+                }
+                // Rows past the live 64 (a split CTA's) are masked by their valid flags:
+                // any sum will do.
+                ScoresSplit::K { halves, .. } => {
+                    let live_row = row & 63u32;
+                    let low = load_vec::<f32, 4, _>(halves[0].at(live_row, col));
+                    let high = load_vec::<f32, 4, _>(halves[1].at(live_row, col));
+                    out.extend((0..4).map(|e| low[e] + high[e]));
+                }
+            }
         }
         out
     }
