@@ -217,13 +217,13 @@
 //! warp's factors are 1 (0.994-1.029x: the multiplies are not what a tile waits for), nor
 //! the stage's copies issued by every warp, the S warpgroup's while its MMAs run
 //! (1.013-1.022x), nor S split over K on both of a team's warpgroups, its second half in
-//! the record stage, whose copies then wait for the softmax (1.010-1.071x; the later
-//! copies alone 1.005-1.051x). Left out part by part on an H100, the MMAs cost 18% of the s_q 512 time,
-//! the dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32, where
-//! the cluster merge is on the token's latency chain); the rest is the tile's bookkeeping
-//! and each token's prologue (docs/performance.md's "Where the streamed tile's time goes"
-//! and "The merge's share"). NVFP4 is slower a token than fp8 at s_q 512 because its
-//! dequant issues more instructions, not fewer: 526 a warp a tile against 416 (Nsight
+//! the record stage, whose copies then wait for the softmax (1.010-1.071x; the later copies
+//! alone 1.005-1.051x). Left out part by part on an H100, the MMAs cost 18% of the s_q 512
+//! time, the dequant 13%, memory 4% and the merge's passes 2% (8% for `stream3` at s_q 32,
+//! where the cluster merge is on the token's latency chain); the rest is the tile's
+//! bookkeeping and each token's prologue (docs/performance.md's "Where the streamed tile's
+//! time goes" and "The merge's share"). NVFP4 is slower a token than fp8 at s_q 512 because
+//! its dequant issues more instructions, not fewer: 526 a warp a tile against 416 (Nsight
 //! Compute on an H100), its eight values a word taking 15 integer ops to fp8's 12, and
 //! ptxas, at 127 registers, copying a lookup table's word into a register before 58 of its
 //! 64 lookups a tile.

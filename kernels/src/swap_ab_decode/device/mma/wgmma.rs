@@ -162,8 +162,7 @@ impl WgmmaStage {
                 ScoresSplit::Rows { scores, .. } => {
                     out.extend(load_vec::<f32, 4, _>(scores.at(row, col)));
                 }
-                // Rows past the live 64 (a split CTA's) are masked by their valid flags:
-                // any sum will do.
+                // Rows past the live 64 are masked by their valid flags: any sum will do.
                 ScoresSplit::K { halves, .. } => {
                     let live_row = row & 63u32;
                     let low = load_vec::<f32, 4, _>(halves[0].at(live_row, col));
