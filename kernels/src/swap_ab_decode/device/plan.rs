@@ -340,6 +340,31 @@ mod tests {
     use super::*;
     use crate::swap_ab_decode::{ExtraRecord, swap_ab_decode};
 
+    /// S splits over K on sm_90a exactly where a split CTA's 128-row buffer holds 64 live
+    /// rows: half tiles, or SWA tiles only; not where a compressed tile fills the buffer,
+    /// nor in streamed CTAs, nor on sm_100a, whose S reads every row.
+    #[test]
+    fn scores_split_over_k_only_where_a_split_cta_holds_64_rows() {
+        let split = |key: &str| Plan::new(&key.parse::<CompileKey>().unwrap()).scores_split_k();
+        for key in [
+            "h16_nk128_ne512_fp8_p64x64_split64_sm90a",
+            "h32_nk128_ne512_fp8_p64x64_split64h16_sm90a",
+            "h32_nk100_ne300_nvfp4_p64x64_split64_sm90a",
+            "h16_nk64_ne0_fp8_p64x64_sm90a",
+        ] {
+            assert!(split(key), "{key}");
+        }
+        for key in [
+            "h16_nk128_ne512_fp8_p64x64_sm90a",
+            "h16_nk0_ne512_fp8_p64x64_sm90a",
+            "h16_nk128_ne512_fp8_p64x64_stream_sm90a",
+            "h32_nk128_ne512_nvfp4_p64x64_streamh32_sm90a",
+            "h16_nk128_ne512_fp8_p64x64_split64_sm100a",
+        ] {
+            assert!(!split(key), "{key}");
+        }
+    }
+
     /// Where the plan gives a CTA two teams, their buffers fit: the estimate in
     /// `two_teams_fit` never lets a key trace past the shared memory a CTA may take, and
     /// it gives one team only where the slot ids leave too little room.
