@@ -3,9 +3,10 @@
 //! tiles lie).
 
 use dsl_core::arch::memory::{load, load_vec};
+use dsl_core::arch::operand::SmemOperand;
 use dsl_core::arch::sm90::wgmma;
 use dsl_core::layout::{ComposedLayout, IntTuple, Layout, Major, Swizzle};
-use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaThread, WgmmaTiled};
+use dsl_core::tensor::{Regs, Shared, Tensor, WgmmaOperandA, WgmmaThread, WgmmaTiled};
 use dsl_core::trace::{SmemTile, Val, trace_error};
 use dsl_macros::device;
 use half::bf16;
@@ -47,8 +48,9 @@ enum ScoresSplit {
     },
 }
 
-/// K-steps of S (16 dims each) a warpgroup takes when the two split K.
-const SCORES_HALF_STEPS: i64 = (HEAD_DIM / 16 / 2) as i64;
+/// K-steps of S (16 dims each), and those a warpgroup takes when two split K.
+const SCORES_STEPS: i64 = (HEAD_DIM / 16) as i64;
+const SCORES_HALF_STEPS: i64 = SCORES_STEPS / 2;
 
 impl WgmmaStage {
     /// S is `m64nH` over a warpgroup a 64 rows of the team's KV tile (the first one or
@@ -112,11 +114,7 @@ impl WgmmaStage {
                     let kv = thr.partition_a(&buf.kv.tensor::<bf16>(), Major::K);
                     let q = thr.partition_b(&buf.q.tensor::<bf16>());
                     let acc = thr.partition_fragment_c();
-                    wgmma::fence();
-                    thr.gemm(&acc, &kv, &q, false);
-                    wgmma::commit_group();
-                    wgmma::wait_group(0);
-                    thr.partition_c(&scores.tensor::<f32>()).store(&acc);
+                    scores_over_k_steps(&thr, (&acc, &kv, &q), 0..SCORES_STEPS, scores);
                 }
             }
             ScoresSplit::K { mma, halves } => {
@@ -133,11 +131,8 @@ impl WgmmaStage {
                     // why).
                     let half = |g: usize| {
                         let first = SCORES_HALF_STEPS * g as i64;
-                        wgmma::fence();
-                        thr.gemm_k_steps(&acc, &kv, &q, first..first + SCORES_HALF_STEPS, false);
-                        wgmma::commit_group();
-                        wgmma::wait_group(0);
-                        thr.partition_c(&halves[g].tensor::<f32>()).store(&acc);
+                        let steps = first..first + SCORES_HALF_STEPS;
+                        scores_over_k_steps(&thr, (&acc, &kv, &q), steps, &halves[g]);
                     };
                     if self.team.warp < 4 {
                         half(0);
@@ -252,6 +247,22 @@ impl WgmmaStage {
         let acc = scaled(&running, &alpha);
         self.outputs(plan, buf, TileRows::All, Some(acc))
     }
+}
+
+/// `thr`'s S MMAs over K-steps `steps` into `acc` (from zero), committed and waited for,
+/// then stored to its part of `scores`.
+#[track_caller]
+fn scores_over_k_steps(
+    thr: &WgmmaThread,
+    (acc, kv, q): (&Tensor<f32, Regs>, &WgmmaOperandA, &SmemOperand),
+    steps: std::ops::Range<i64>,
+    scores: &SmemTile,
+) {
+    wgmma::fence();
+    thr.gemm_k_steps(acc, kv, q, steps, false);
+    wgmma::commit_group();
+    wgmma::wait_group(0);
+    thr.partition_c(&scores.tensor::<f32>()).store(acc);
 }
 
 /// Waits for this thread's O MMAs, then for every warpgroup's of the team, before anyone
