@@ -170,6 +170,23 @@ impl Plan {
     /// buffer holds 64 live rows (`mma::wgmma`): both compute those rows, so that no MMA
     /// reads the other 64 and they need not be zeroed. The tcgen05 S (M = 128) reads every
     /// row.
+    ///
+    /// ```
+    /// use kernels::swap_ab_decode::CompileKey;
+    /// use kernels::swap_ab_decode::plan::Plan;
+    ///
+    /// let half_tiles: CompileKey = "h16_nk128_ne512_fp8_p64x64_split64_sm90a".parse()?;
+    /// let plan = Plan::new(&half_tiles);
+    /// assert_eq!((plan.kv_rows, plan.live_rows()), (128, 64));
+    /// assert!(plan.scores_split_k());
+    /// // Each warpgroup's part: 64 rows of 16 heads' f32 scores, here from byte 4096.
+    /// let part = plan.scores_half_layout(4096)?;
+    /// assert_eq!(part.end_bytes(), 4096 + 64 * 16 * 4);
+    /// // A compressed tile of 128 rows fills the buffer: S is split by rows.
+    /// let whole_tiles: CompileKey = "h16_nk128_ne512_fp8_p64x64_sm90a".parse()?;
+    /// assert!(!Plan::new(&whole_tiles).scores_split_k());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn scores_split_k(&self) -> bool {
         self.target() == Target::Sm90a
             && !self.streamed()
