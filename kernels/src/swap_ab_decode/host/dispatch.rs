@@ -708,6 +708,15 @@ mod tests {
         assert_picks_within_10_percent(include_str!("sweeps/h100-01df333.jsonl"));
     }
 
+    /// A sweep of every schedule at 1 to 16 tokens on an H100 (`bench_decode --no-chain
+    /// --tokens 1,2,4,8,16`) of revision 0c68bb8, whose split CTAs of 64 live rows split S
+    /// over K, to which the model was not fitted: its pick is the fastest in all 40
+    /// configurations.
+    #[test]
+    fn the_model_picks_what_the_h100_measured_fastest_with_s_split_over_k() {
+        assert_picks_within_10_percent(include_str!("sweeps/h100-0c68bb8-tokens.jsonl"));
+    }
+
     /// The H200 tables of revisions fe8b635 and 3d2a3d0 in docs/performance.md
     /// (`scripts/bench-gpu.sh`; no 32-head streamed CTA then), to which the model was not
     /// fitted.
