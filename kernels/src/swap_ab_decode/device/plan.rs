@@ -179,8 +179,8 @@ impl Plan {
     /// let plan = Plan::new(&half_tiles);
     /// assert_eq!((plan.kv_rows, plan.live_rows()), (128, 64));
     /// assert!(plan.scores_split_k());
-    /// // Each warpgroup's part: 64 rows of 16 heads' f32 scores, here from byte 4096.
-    /// let part = plan.scores_half_layout(4096)?;
+    /// // The second half of K's part: 64 rows of 16 heads' f32 scores from byte 4096.
+    /// let part = plan.scores_half_layout(1)?;
     /// assert_eq!(part.end_bytes(), 4096 + 64 * 16 * 4);
     /// // A compressed tile of 128 rows fills the buffer: S is split by rows.
     /// let whole_tiles: CompileKey = "h16_nk128_ne512_fp8_p64x64_sm90a".parse()?;
@@ -266,10 +266,10 @@ impl Plan {
         self.scores_rows_layout(self.kv_rows, 0)
     }
 
-    /// 64 rows of the scores' layout from `first_byte` of a buffer: where S splits K
-    /// ([`Plan::scores_split_k`]), each warpgroup's partial sums of S.
-    pub fn scores_half_layout(&self, first_byte: u32) -> Result<ComposedLayout, LayoutError> {
-        self.scores_rows_layout(64, first_byte)
+    /// Where S splits K ([`Plan::scores_split_k`]), the partial sums of its 64 live rows
+    /// over half `half` of K: rows `64 half ..` of the stand-in.
+    pub fn scores_half_layout(&self, half: u32) -> Result<ComposedLayout, LayoutError> {
+        self.scores_rows_layout(64, half * 64 * 4 * self.heads)
     }
 
     fn scores_rows_layout(

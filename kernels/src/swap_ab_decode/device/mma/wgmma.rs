@@ -61,13 +61,10 @@ impl WgmmaStage {
         let heads = plan.heads;
         let scores_atom = wgmma::MmaF16Bf16Ss::bf16(heads, Major::K, Major::K);
         let scores_split = if plan.scores_split_k() {
-            let half = |first_byte| {
-                buf.p
-                    .view(checked("scores", plan.scores_half_layout(first_byte)))
-            };
+            let half = |h| buf.p.view(checked("scores", plan.scores_half_layout(h)));
             ScoresSplit::K {
                 mma: WgmmaTiled::ss(scores_atom, 1, 64, i64::from(heads)),
-                halves: [half(0), half(64 * 4 * heads)],
+                halves: [half(0), half(1)],
             }
         } else {
             let warpgroups = plan.kv_rows / 64;
