@@ -53,7 +53,7 @@ use half::bf16;
 use kernels::basics::spin;
 use kernels::swap_ab_decode::engine::DeviceProblem;
 use kernels::swap_ab_decode::{
-    CompileKey, DecodeArgs, DecodeProblem, DeviceTensor, ExtraRecord, NumericsReport,
+    CompileKey, DecodeArgs, DecodeProblem, DeviceTensor, ExtraRecord, MAX_CLUSTER, NumericsReport,
     OutputBuffers, OutputLayout, PagedCache, QueryBuffer, ReferenceOutput, Schedule, SlotList,
     SwapAbDecode, compare, reference,
 };
@@ -795,6 +795,15 @@ fn main() {
         info.compute_capability.1,
         copy / 1e9,
         spin.steps
+    );
+    // Which launches of clusters take a second round: dispatch counts rounds with these.
+    let held: Vec<String> = (1..=MAX_CLUSTER)
+        .filter_map(|ctas| Some(format!("{ctas}: {}", decode.gpu().ctas_at_once(ctas)?)))
+        .collect();
+    println!(
+        "CTAs of clusters of n at once (n: CTAs; of {} SMs): {}",
+        info.sm_count,
+        held.join(", ")
     );
     let bench = Bench {
         decode,

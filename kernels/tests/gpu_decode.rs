@@ -15,8 +15,8 @@ use dsl_core::{Target, ptxas};
 use kernels::swap_ab_decode::engine::{DeviceProblem, run_gpu};
 use kernels::swap_ab_decode::{
     CaseSpec, CompileMode, DecodeArgs, DecodeCase, DecodeError, DeviceTensor, KeyError,
-    OutputBuffers, SwapAbDecode, compare, edge_cases, generate, reference, snapshot_keys,
-    variant_keys,
+    MAX_CLUSTER, OutputBuffers, SwapAbDecode, THREADS, compare, edge_cases, generate, reference,
+    snapshot_keys, variant_keys,
 };
 
 /// Counts this thread's heap allocations, so a test can show that a launch makes none.
@@ -473,6 +473,54 @@ fn gpu_sm100a_build_is_refused_on_this_device() {
     assert!(matches!(err, DecodeError::Jit(_)), "{text}");
     assert!(text.contains("sm_100a") && text.contains("9.0"), "{text}");
     eprintln!("gpu_sm100a_build_is_refused_on_this_device: {text}");
+}
+
+/// The device's clusters at once, which dispatch counts a launch's rounds with: the
+/// launch probe's answer for each cluster size (printed), the same as each snapshot key's
+/// own kernel's where the key runs clusters of that size, and what the instance's model
+/// uses. One CTA of every key fills an SM, so the probe, which takes the device's largest
+/// shared memory, stands for all of them.
+#[test]
+fn gpu_decode_dispatch_counts_the_devices_clusters_at_once() {
+    let Some(dev) = gpu(Target::Sm90a) else {
+        return;
+    };
+    let info = dev.info();
+    let (sms, smem) = (info.sm_count, info.max_dynamic_smem_per_block);
+    let decode = SwapAbDecode::new(dev.clone()).unwrap();
+    let mut at_once = vec![0];
+    for ctas in 1..=MAX_CLUSTER as u32 {
+        let clusters = dev.clusters_at_once(ctas, THREADS as u32, smem).unwrap();
+        eprintln!(
+            "{}: {clusters} clusters of {ctas} at once ({} of {sms} SMs)",
+            info.name,
+            clusters * ctas
+        );
+        assert!(clusters * ctas <= sms, "{clusters} clusters of {ctas}");
+        assert!(clusters <= *at_once.last().unwrap() || ctas == 1);
+        if ctas <= 8 {
+            assert!(clusters > 0, "portable clusters of {ctas} CTAs must run");
+        }
+        let modelled = decode.gpu().ctas_at_once(ctas as usize);
+        assert_eq!(
+            modelled,
+            (clusters > 0).then_some((clusters * ctas) as usize)
+        );
+        at_once.push(clusters);
+    }
+    assert_eq!(at_once[1], sms, "one CTA an SM");
+    let mut sizes_seen = Vec::new();
+    for key in snapshot_keys(Target::Sm90a) {
+        let ctas = key.cluster_size();
+        if sizes_seen.contains(&ctas) {
+            continue;
+        }
+        sizes_seen.push(ctas);
+        let kernel = decode.kernel(&key).unwrap();
+        let own = kernel.clusters_at_once([ctas as u32, 1, 1]).unwrap();
+        assert_eq!(own, at_once[ctas], "{key}: its kernel against the probe");
+    }
+    eprintln!("cluster sizes checked against their keys' kernels: {sizes_seen:?}");
 }
 
 /// A small batch for the compute-sanitizer runs (memcheck, racecheck, synccheck): ten

@@ -9,7 +9,7 @@ use super::JitError;
 use super::cache::OnceMap;
 use super::kernel::{KernelInfo, LoadedKernel};
 use crate::Target;
-use crate::ir::Kernel;
+use crate::ir::{Kernel, LaunchBounds};
 
 /// Whether `libcuda` can be loaded. Every driver call goes through cudarc's dynamic loader,
 /// which panics when the library is missing, so this is asked before anything else.
@@ -243,6 +243,60 @@ impl Device {
         self.info.check_kernel(&info)?;
         let ptx = crate::emit::ptx::emit(kernel)?;
         LoadedKernel::load(&self.ctx, info, &ptx.text)
+    }
+
+    /// How many clusters of `cluster_ctas` CTAs, each of `threads` threads and `smem_bytes`
+    /// bytes of dynamic shared memory, the device runs at once (the driver's
+    /// `cuOccupancyMaxActiveClusters`; 0 where such a cluster cannot run). A cluster's CTAs
+    /// share a GPC, so where a CTA takes a whole SM this is set by the SMs of each GPC,
+    /// which differ between parts and between chips of one part, not by the SM count:
+    /// what a model of a launch's rounds needs. Clusters above 8 CTAs are asked about as
+    /// a launch that allows them (`NON_PORTABLE_CLUSTER_SIZE_ALLOWED`).
+    ///
+    /// ```no_run
+    /// use dsl_core::jit::Device;
+    /// # fn main() -> Result<(), dsl_core::jit::JitError> {
+    /// let device = Device::open(0)?;
+    /// let smem = device.info().max_dynamic_smem_per_block;
+    /// let fours = device.clusters_at_once(4, 512, smem)?;
+    /// println!("{fours} clusters of 4 whole-SM CTAs run at once");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn clusters_at_once(
+        &self,
+        cluster_ctas: u32,
+        threads: u32,
+        smem_bytes: u32,
+    ) -> Result<u32, JitError> {
+        let probe = self.load_probe(threads, smem_bytes)?;
+        probe.clusters_at_once([cluster_ctas, 1, 1])
+    }
+
+    /// A kernel that returns at once, of `threads` threads and `smem_bytes` of dynamic
+    /// shared memory, for the driver's questions about a launch shape rather than a kernel.
+    fn load_probe(&self, threads: u32, smem_bytes: u32) -> Result<LoadedKernel, JitError> {
+        let name = "kestrel_launch_probe";
+        let info = KernelInfo {
+            name: name.to_string(),
+            target: self.target().unwrap_or(Target::Sm90a),
+            params: Vec::new(),
+            launch: LaunchBounds {
+                threads: [threads, 1, 1],
+                min_ctas_per_sm: None,
+                max_regs: None,
+                cluster: None,
+            },
+            smem_bytes,
+            ptx_version: (8, 0),
+        };
+        self.info.check_kernel(&info)?;
+        // sm_90 PTX: every device kestrel targets JIT-compiles it.
+        let ptx = format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+             .visible .entry {name}()\n.reqntid {threads}, 1, 1\n{{\n\tret;\n}}\n"
+        );
+        LoadedKernel::load(&self.ctx, info, &ptx)
     }
 
     /// The kernel `name` for compile key `key` and `target`, loaded on this device: the

@@ -206,6 +206,64 @@ impl LoadedKernel {
         &self.jit_log
     }
 
+    /// How many clusters of `cluster` CTAs of this kernel the device runs at once (the
+    /// driver's `cuOccupancyMaxActiveClusters`; 0 where they cannot run). A kernel with a
+    /// fixed cluster shape is asked about that shape, whatever `cluster` says.
+    pub fn clusters_at_once(&self, cluster: [u32; 3]) -> Result<u32, JitError> {
+        let info = &self.info;
+        let doing = || format!("asking how many clusters of `{}` run at once", info.name);
+        let fixed = info.launch.cluster;
+        let [x, y, z] = fixed.unwrap_or(cluster);
+        if x * y * z > PORTABLE_CLUSTER_CTAS && fixed.is_none() {
+            // SAFETY: `function` is live; the attribute takes a plain integer.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    self.function,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            }
+            .result()
+            .map_err(|e| JitError::driver("cuFuncSetAttribute", doing(), e))?;
+        }
+        self.module
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| JitError::driver("cuCtxSetCurrent", doing(), e))?;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue {
+                clusterDim: sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z },
+            },
+        };
+        let [bx, by, bz] = info.launch.threads;
+        let config = sys::CUlaunchConfig {
+            gridDimX: x,
+            gridDimY: y,
+            gridDimZ: z,
+            blockDimX: bx,
+            blockDimY: by,
+            blockDimZ: bz,
+            sharedMemBytes: info.smem_bytes,
+            hStream: std::ptr::null_mut(),
+            // A fixed cluster shape is the function's own; the driver takes it from there.
+            attrs: if fixed.is_some() {
+                std::ptr::null_mut()
+            } else {
+                &mut attr
+            },
+            numAttrs: u32::from(fixed.is_none()),
+        };
+        let mut clusters = 0;
+        // SAFETY: `function` is live in the bound context; `config` and `attr` outlive the
+        // call, which writes one int.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.function, &config) }
+            .result()
+            .map_err(|e| JitError::driver("cuOccupancyMaxActiveClusters", doing(), e))?;
+        Ok(clusters.max(0) as u32)
+    }
+
     pub(crate) fn function(&self) -> sys::CUfunction {
         self.function
     }

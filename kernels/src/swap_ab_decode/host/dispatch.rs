@@ -7,7 +7,7 @@ use super::launch::MAX_TOKENS;
 use crate::swap_ab_decode::device::plan::Plan;
 use crate::swap_ab_decode::device::stream::busiest_cta_tiles;
 use crate::swap_ab_decode::key::MIN_MMA_HEADS;
-use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, Schedule, TILE};
+use crate::swap_ab_decode::{CompileKey, ExtraRecord, KeyError, MAX_CLUSTER, Schedule, TILE};
 
 /// The shapes of a layer's decode calls that fix its kernel (the token count does not: it is
 /// a grid dimension, so one kernel serves every decode step).
@@ -41,8 +41,9 @@ impl std::fmt::Display for LayerShape {
 }
 
 /// The GPU a launch runs on, as [`dispatch`]'s model sees it: the target, the SMs a launch
-/// of clusters spreads over (the device's), and the SMs a persistent grid (a streamed key
-/// of one CTA a token) is sized to: the device's, or fewer where
+/// of clusters spreads over (the device's), how many clusters of each size run at once
+/// where the device was asked, and the SMs a persistent grid (a streamed key of one CTA a
+/// token) is sized to: the device's, or fewer where
 /// [`SwapAbDecode::with_sm_budget`](crate::swap_ab_decode::SwapAbDecode::with_sm_budget)
 /// leaves some to other work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +51,9 @@ pub struct Gpu {
     target: Target,
     sms: usize,
     persistent_sms: usize,
+    /// Entry n: how many clusters of n CTAs, each taking an SM, the device runs at once
+    /// ([`Gpu::with_clusters_at_once`]); `None` where it was not asked.
+    clusters_at_once: [Option<u16>; MAX_CLUSTER + 1],
 }
 
 impl Gpu {
@@ -62,6 +66,7 @@ impl Gpu {
             target,
             sms,
             persistent_sms: sms,
+            clusters_at_once: [None; MAX_CLUSTER + 1],
         })
     }
 
@@ -73,11 +78,7 @@ impl Gpu {
             Target::Sm90a => 132,
             Target::Sm100a => 148,
         };
-        Gpu {
-            target,
-            sms,
-            persistent_sms: sms,
-        }
+        Gpu::new(target, sms).expect("both targets' GPUs have SMs")
     }
 
     /// This GPU with persistent grids sized to `sms` of its SMs, 1 to all of them.
@@ -92,6 +93,61 @@ impl Gpu {
             persistent_sms: sms,
             ..self
         })
+    }
+
+    /// This GPU with the number of clusters of each size from 1 to [`MAX_CLUSTER`] CTAs
+    /// that run at once, `at_once(ctas)`, each CTA taking a whole SM (as every key's does):
+    /// a device's answer ([`dsl_core::jit::Device::clusters_at_once`]), which the rounds of
+    /// a launch of clusters follow ([`modelled_us`]). A cluster's CTAs share a GPC, so this
+    /// depends on how the chip's SMs fall into GPCs, not on their count alone; without it
+    /// the model takes the fractions of the SMs measured on the H100 and H200.
+    ///
+    /// ```
+    /// use dsl_core::Target;
+    /// use kernels::swap_ab_decode::Gpu;
+    ///
+    /// // A GPU whose GPCs hold 16 clusters of 4 CTAs at once and nothing larger than 8.
+    /// let gpu = Gpu::of_target(Target::Sm90a)
+    ///     .with_clusters_at_once(|ctas| Ok::<_, ()>(match ctas {
+    ///         1..=4 => 64 / ctas,
+    ///         5..=8 => 8,
+    ///         _ => 0,
+    ///     }))
+    ///     .unwrap();
+    /// assert_eq!(gpu.ctas_at_once(4), Some(64));
+    /// assert_eq!(gpu.ctas_at_once(10), None);
+    /// ```
+    pub fn with_clusters_at_once<E>(
+        mut self,
+        mut at_once: impl FnMut(u32) -> Result<u32, E>,
+    ) -> Result<Gpu, E> {
+        for (ctas, entry) in self.clusters_at_once.iter_mut().enumerate().skip(1) {
+            let clusters = at_once(ctas as u32)?;
+            // More clusters than SMs cannot run at once: a larger answer is capped there.
+            *entry = Some(clusters.min(self.sms as u32) as u16);
+        }
+        Ok(self)
+    }
+
+    /// How many CTAs of `cluster`-CTA clusters run at once, one an SM (every key takes
+    /// more than half of an SM's shared memory); `None` where no such cluster can run.
+    /// A device's answer where it was asked ([`Gpu::with_clusters_at_once`]), otherwise
+    /// fractions of the SMs: a cluster's CTAs share a GPC, so larger clusters leave SMs
+    /// idle. On the H100 and H200 (132 SMs; where a launch's time steps up with the token
+    /// count): pairs fill all 132; clusters of 3 held 108 CTAs at once, of 4 112 but not
+    /// 128, of 6 96 but not 108 (split at NE 512 took three rounds' time at 36 tokens), of
+    /// 10 60 but not 80.
+    pub fn ctas_at_once(&self, cluster: usize) -> Option<usize> {
+        if let Some(Some(clusters)) = self.clusters_at_once.get(cluster) {
+            return (*clusters > 0).then_some(usize::from(*clusters) * cluster);
+        }
+        let usable = match cluster {
+            1 | 2 => self.sms,
+            3 | 4 => self.sms * 9 / 10,
+            5..=8 => self.sms * 3 / 4,
+            _ => self.sms * 11 / 20,
+        };
+        Some((usable / cluster).max(1) * cluster)
     }
 
     pub fn target(&self) -> Target {
@@ -248,7 +304,8 @@ fn round_terms(key: &CompileKey) -> [f64; MODEL_TERMS] {
 
 /// The rounds of CTAs a launch of `key` for `tokens` tokens takes on `gpu`: a persistent
 /// grid's CTA walks the tokens of its row of the grid ([`CompileKey::grid`]), one after
-/// another; clusters take as many rounds as [`ctas_at_once`] of them fit in the GPU's.
+/// another; clusters take as many rounds as [`Gpu::ctas_at_once`] of them fit in the GPU's
+/// (none: a key whose cluster cannot run takes more rounds than any other).
 fn rounds(key: &CompileKey, tokens: usize, gpu: &Gpu) -> usize {
     if key.is_persistent() {
         let rows = key.grid(tokens, gpu.persistent_sms)[1] as usize;
@@ -256,23 +313,8 @@ fn rounds(key: &CompileKey, tokens: usize, gpu: &Gpu) -> usize {
     }
     let cluster = key.cluster_size();
     let ctas = tokens * key.head_groups() * cluster;
-    ctas.div_ceil(ctas_at_once(gpu.sms, cluster))
-}
-
-/// CTAs of `cluster`-CTA clusters that run at once on `sms` SMs, one a SM (every key takes
-/// more than half of an SM's shared memory). A cluster's CTAs share a GPC, so larger
-/// clusters leave SMs idle. On the H100 and H200 (132 SMs; where a launch's time steps up
-/// with the token count): pairs fill all 132; clusters of 3 held 108 CTAs at once, of 4
-/// 112 but not 128, of 6 96 but not 108 (split at NE 512 took three rounds' time at 36
-/// tokens), of 10 60 but not 80. Other SM counts take the same fractions (not measured).
-fn ctas_at_once(sms: usize, cluster: usize) -> usize {
-    let usable = match cluster {
-        1 | 2 => sms,
-        3 | 4 => sms * 9 / 10,
-        5..=8 => sms * 3 / 4,
-        _ => sms * 11 / 20,
-    };
-    (usable / cluster).max(1) * cluster
+    gpu.ctas_at_once(cluster)
+        .map_or(usize::MAX, |at_once| ctas.div_ceil(at_once))
 }
 
 /// Every key a layer of this shape can hit on `gpu`, whatever its token count: compile
@@ -447,6 +489,42 @@ mod tests {
             dispatch(&bad, 1, &Gpu::of_target(Target::Sm90a)),
             Err(KeyError::Cluster { tiles: 0, .. })
         ));
+    }
+
+    /// The device's clusters at once decide a launch's rounds: at 32 tokens of 16 heads (NE
+    /// 512, fp8) `stream4` is 32 clusters of 4, which the H100s the model was fitted on did
+    /// not hold at once (28 did: 16.5 us against 27.1 at 32 tokens), so it takes `stream3`;
+    /// a chip whose GPCs hold them takes `stream4`, and one that runs no cluster above 2
+    /// CTAs is never given one.
+    #[test]
+    fn the_devices_clusters_at_once_decide_the_rounds() {
+        let layer = LayerShape {
+            heads: 16,
+            extra_record_bytes: 528,
+            ..shape()
+        };
+        let at_32 = |gpu: &Gpu| dispatch(&layer, 32, gpu).unwrap().schedule;
+        assert_eq!(at_32(&hopper()), Schedule::streamed(3));
+        let fits = |held: fn(u32) -> u32| {
+            hopper()
+                .with_clusters_at_once(|ctas| Ok::<_, ()>(held(ctas)))
+                .unwrap()
+        };
+        assert_eq!(at_32(&fits(|ctas| 132 / ctas)), Schedule::streamed(4));
+        assert_eq!(
+            at_32(&fits(|ctas| if ctas == 4 { 28 } else { 132 / ctas })),
+            Schedule::streamed(3)
+        );
+        let pairs_only = fits(|ctas| if ctas <= 2 { 132 / ctas } else { 0 });
+        assert_eq!(pairs_only.ctas_at_once(3), None);
+        for tokens in 1..=MAX_TOKENS {
+            for layer in [layer, shape()] {
+                let key = dispatch(&layer, tokens, &pairs_only).unwrap();
+                assert!(key.cluster_size() <= 2, "{key} at {tokens} tokens");
+            }
+        }
+        let refused = hopper().with_clusters_at_once(|_| Err("no driver"));
+        assert_eq!(refused, Err("no driver"));
     }
 
     /// A persistent grid's rounds follow the SMs it is sized to; clusters take the

@@ -78,7 +78,7 @@ use super::dispatch::{Gpu, LayerShape, dispatch, warmup_keys};
 use crate::swap_ab_decode::key::check_heads;
 use crate::swap_ab_decode::query::{self, CHUNK};
 use crate::swap_ab_decode::{
-    CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, Schedule,
+    CompileKey, FP4_RECORD, FP8_RECORD, HEAD_DIM, KeyError, LOG2E, ROPE_DIM, Schedule, THREADS,
     WV_GROUP_SIZE, entry_name, trace_entry,
 };
 use crate::swap_ab_decode::{cache, output};
@@ -926,9 +926,21 @@ impl SwapAbDecode {
 
     /// Like [`SwapAbDecode::new`] for an explicit target: building sm_100a on an sm_90
     /// device is refused with a message naming both when a kernel is loaded.
+    ///
+    /// The device is asked how many clusters of each size run at once
+    /// ([`Gpu::with_clusters_at_once`]), so that [`dispatch`] counts a launch's rounds on
+    /// this chip's GPCs.
     pub fn for_target(device: Arc<Device>, target: Target) -> Result<Self, DecodeError> {
+        let info = device.info();
+        let mut gpu = Gpu::new(target, info.sm_count as usize)?;
+        if device.target().is_some() {
+            let smem = info.max_dynamic_smem_per_block;
+            gpu = gpu.with_clusters_at_once(|ctas| {
+                device.clusters_at_once(ctas, THREADS as u32, smem)
+            })?;
+        }
         Ok(SwapAbDecode {
-            gpu: Gpu::new(target, device.info().sm_count as usize)?,
+            gpu,
             device,
             mode: CompileMode::Strict,
             loaded: Mutex::default(),
