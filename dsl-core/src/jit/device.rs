@@ -269,17 +269,30 @@ impl Device {
         threads: u32,
         smem_bytes: u32,
     ) -> Result<u32, JitError> {
-        let probe = self.load_probe(threads, smem_bytes)?;
+        let name = "kestrel_launch_probe";
+        let target = self.target().unwrap_or(Target::Sm90a);
+        let shape = format!("{threads}_threads_{smem_bytes}_bytes");
+        let probe = self
+            .kernels
+            .get_or_try_init((name.to_string(), shape, target), || {
+                self.load_probe(name, target, threads, smem_bytes)
+                    .map(Arc::new)
+            })?;
         probe.clusters_at_once([cluster_ctas, 1, 1])
     }
 
     /// A kernel that returns at once, of `threads` threads and `smem_bytes` of dynamic
     /// shared memory, for the driver's questions about a launch shape rather than a kernel.
-    fn load_probe(&self, threads: u32, smem_bytes: u32) -> Result<LoadedKernel, JitError> {
-        let name = "kestrel_launch_probe";
+    fn load_probe(
+        &self,
+        name: &str,
+        target: Target,
+        threads: u32,
+        smem_bytes: u32,
+    ) -> Result<LoadedKernel, JitError> {
         let info = KernelInfo {
             name: name.to_string(),
-            target: self.target().unwrap_or(Target::Sm90a),
+            target,
             params: Vec::new(),
             launch: LaunchBounds {
                 threads: [threads, 1, 1],
