@@ -4,8 +4,8 @@
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
-use cudarc::driver::CudaContext;
-use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option};
+use cudarc::driver::sys::{self, CUfunction_attribute, CUjit_option, CUresult};
+use cudarc::driver::{CudaContext, DriverError};
 
 use super::JitError;
 use super::args::{KernelArg, ParamBuffer};
@@ -258,10 +258,14 @@ impl LoadedKernel {
         let mut clusters = 0;
         // SAFETY: `function` is live in the bound context; `config` and `attr` outlive the
         // call, which writes one int.
-        unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.function, &config) }
+        match unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.function, &config) }
             .result()
-            .map_err(|e| JitError::driver("cuOccupancyMaxActiveClusters", doing(), e))?;
-        Ok(clusters.max(0) as u32)
+        {
+            Ok(()) => Ok(clusters.max(0) as u32),
+            // A cluster larger than this device takes cannot run: none at once.
+            Err(DriverError(CUresult::CUDA_ERROR_INVALID_CLUSTER_SIZE)) => Ok(0),
+            Err(e) => Err(JitError::driver("cuOccupancyMaxActiveClusters", doing(), e)),
+        }
     }
 
     pub(crate) fn function(&self) -> sys::CUfunction {
