@@ -133,10 +133,10 @@ impl Gpu {
     /// more than half of an SM's shared memory); `None` where no such cluster can run.
     /// A device's answer where it was asked ([`Gpu::with_clusters_at_once`]), otherwise
     /// fractions of the SMs: a cluster's CTAs share a GPC, so larger clusters leave SMs
-    /// idle. On the H100 and H200 (132 SMs; where a launch's time steps up with the token
-    /// count): pairs fill all 132; clusters of 3 held 108 CTAs at once, of 4 112 but not
-    /// 128, of 6 96 but not 108 (split at NE 512 took three rounds' time at 36 tokens), of
-    /// 10 60 but not 80.
+    /// idle. The fractions are at or below what an H100 80GB HBM3's driver answers for
+    /// every size (of its 132 SMs, clusters of 2 fill all, of 3 take 117, of 4 120, of
+    /// 5-8 102-120, of 9-16 70-112), which its timings' steps agree with: `stream4` took
+    /// one round's time to 30 tokens (30 clusters of 4) and two at 31.
     pub fn ctas_at_once(&self, cluster: usize) -> Option<usize> {
         if let Some(Some(clusters)) = self.clusters_at_once.get(cluster) {
             return (*clusters > 0).then_some(usize::from(*clusters) * cluster);
@@ -432,6 +432,19 @@ mod tests {
         Gpu::of_target(Target::Sm90a)
     }
 
+    /// Clusters of 1 to 16 CTAs at once on an H100 80GB HBM3 (driver 580.159.04), as its
+    /// driver answers (`Device::clusters_at_once` with a decode CTA's footprint, the same
+    /// as each snapshot key's kernel's; `gpu_decode_dispatch_counts_the_devices_clusters_at_once`).
+    const H100_CLUSTERS_AT_ONCE: [u32; MAX_CLUSTER] =
+        [132, 66, 39, 30, 22, 17, 15, 15, 9, 7, 7, 7, 7, 7, 7, 7];
+
+    /// [`hopper`] with that H100's answers, as a `SwapAbDecode` on it sees it.
+    fn h100_as_asked() -> Gpu {
+        hopper()
+            .with_clusters_at_once(|ctas| Ok::<_, ()>(H100_CLUSTERS_AT_ONCE[ctas as usize - 1]))
+            .unwrap()
+    }
+
     #[test]
     fn dispatch_builds_and_checks_the_key() {
         let key = dispatch(&shape(), 1, &Gpu::of_target(Target::Sm100a)).unwrap();
@@ -489,6 +502,26 @@ mod tests {
             dispatch(&bad, 1, &Gpu::of_target(Target::Sm90a)),
             Err(KeyError::Cluster { tiles: 0, .. })
         ));
+    }
+
+    /// Where the H100's own answer moves a pick: 30 clusters of 4 run at once, so
+    /// `stream4` takes one round to 30 tokens. On that H100 (`bench_decode --quick`, H=16
+    /// NE 512 fp8) it took 16.4 and 16.6 us at 29 and 30 tokens against 18.6 and 18.9 for
+    /// `stream3`, and 26.9 at 31 (a second round) against 18.9. The fractions of the SMs
+    /// hold 29 clusters of 4 and gave 30 tokens to `stream3`.
+    #[test]
+    fn the_h100s_own_clusters_at_once_give_30_tokens_to_stream4() {
+        let layer = LayerShape {
+            heads: 16,
+            extra_record_bytes: 528,
+            ..shape()
+        };
+        let pick = |tokens, gpu: &Gpu| dispatch(&layer, tokens, gpu).unwrap().schedule;
+        assert_eq!(pick(29, &h100_as_asked()), Schedule::streamed(4));
+        assert_eq!(pick(30, &h100_as_asked()), Schedule::streamed(4));
+        assert_eq!(pick(31, &h100_as_asked()), Schedule::streamed(3));
+        assert_eq!(pick(29, &hopper()), Schedule::streamed(4));
+        assert_eq!(pick(30, &hopper()), Schedule::streamed(3));
     }
 
     /// The device's clusters at once decide a launch's rounds: at 32 tokens of 16 heads (NE
@@ -605,7 +638,7 @@ mod tests {
 
     /// The single launches of `examples/bench_decode.rs`'s JSON lines (its chains left
     /// out), by configuration.
-    fn timings(jsonl: &str) -> Vec<Timings> {
+    fn timings(jsonl: &str, gpu: &Gpu) -> Vec<Timings> {
         let mut by_config: std::collections::BTreeMap<_, Vec<(Schedule, f64)>> = Default::default();
         for line in jsonl.lines() {
             let row: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -631,21 +664,28 @@ mod tests {
                 extra_record_bytes,
                 ..shape()
             };
-            (dispatch(&layer, tokens, &hopper()).unwrap(), tokens, times)
+            (dispatch(&layer, tokens, gpu).unwrap(), tokens, times)
         };
         by_config.into_iter().map(config).collect()
     }
 
     /// For every configuration of `jsonl`, the schedule the model finds shortest among the
     /// ones timed there that its key takes must be within 10% of the fastest timed; where
-    /// every candidate was timed, that is [`dispatch`]'s pick.
+    /// every candidate was timed, that is [`dispatch`]'s pick. Checked with the model's
+    /// fractions of the SMs and with the H100's own clusters at once.
     fn assert_picks_within_10_percent(jsonl: &str) {
-        let sweep = timings(jsonl);
+        for gpu in [hopper(), h100_as_asked()] {
+            assert_picks_within_10_percent_on(jsonl, &gpu);
+        }
+    }
+
+    fn assert_picks_within_10_percent_on(jsonl: &str, gpu: &Gpu) {
+        let sweep = timings(jsonl, gpu);
         assert!(!sweep.is_empty());
         for (key, tokens, times) in sweep {
             let timed = |schedule: Schedule| times.iter().find(|(s, _)| *s == schedule);
             let modelled =
-                |schedule: Schedule| modelled_us(&key.with_schedule(schedule), tokens, &hopper());
+                |schedule: Schedule| modelled_us(&key.with_schedule(schedule), tokens, gpu);
             let picked = Schedule::candidates()
                 .filter(|&s| timed(s).is_some() && key.with_schedule(s).validate().is_ok())
                 .min_by(|&a, &b| modelled(a).total_cmp(&modelled(b)))
@@ -691,7 +731,7 @@ mod tests {
         let mut normal = [[0.0; MODEL_TERMS]; MODEL_TERMS];
         let mut sums = [0.0; MODEL_TERMS];
         for jsonl in H100_FITTED {
-            for (key, tokens, times) in timings(jsonl) {
+            for (key, tokens, times) in timings(jsonl, &hopper()) {
                 for (schedule, us) in times {
                     let key = key.with_schedule(schedule);
                     let rounds = rounds(&key, tokens, &hopper()) as f64;
