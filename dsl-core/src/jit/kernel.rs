@@ -9,6 +9,7 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use super::JitError;
 use super::args::{KernelArg, ParamBuffer};
+use super::launch::cluster_dimension;
 use crate::Target;
 use crate::ir::{Kernel, LaunchBounds, Param};
 
@@ -149,13 +150,10 @@ impl LoadedKernel {
         unsafe { sys::cuModuleGetFunction(&mut function, module.raw, name.as_ptr()) }
             .result()
             .map_err(|e| JitError::driver("cuModuleGetFunction", doing(), e))?;
-        let set = |attr: CUfunction_attribute, value: u32, what: &str| {
-            // SAFETY: `function` is live; the attributes set here take plain integers.
-            unsafe { sys::cuFuncSetAttribute(function, attr, value as i32) }
-                .result()
-                .map_err(|e| {
-                    JitError::driver("cuFuncSetAttribute", format!("{} ({what})", doing()), e)
-                })
+        let set = |attr, value, what: &str| {
+            set_attribute(function, attr, value).map_err(|e| {
+                JitError::driver("cuFuncSetAttribute", format!("{} ({what})", doing()), e)
+            })
         };
         if info.smem_bytes > DEFAULT_SMEM_LIMIT {
             set(
@@ -215,28 +213,18 @@ impl LoadedKernel {
         let fixed = info.launch.cluster;
         let [x, y, z] = fixed.unwrap_or(cluster);
         if x * y * z > PORTABLE_CLUSTER_CTAS && fixed.is_none() {
-            // SAFETY: `function` is live; the attribute takes a plain integer.
-            unsafe {
-                sys::cuFuncSetAttribute(
-                    self.function,
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                    1,
-                )
-            }
-            .result()
+            set_attribute(
+                self.function,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                1,
+            )
             .map_err(|e| JitError::driver("cuFuncSetAttribute", doing(), e))?;
         }
         self.module
             .ctx
             .bind_to_thread()
             .map_err(|e| JitError::driver("cuCtxSetCurrent", doing(), e))?;
-        let mut attr = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-            pad: [0; 4],
-            value: sys::CUlaunchAttributeValue {
-                clusterDim: sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x, y, z },
-            },
-        };
+        let mut attr = cluster_dimension([x, y, z]);
         let [bx, by, bz] = info.launch.threads;
         let config = sys::CUlaunchConfig {
             gridDimX: x,
@@ -275,6 +263,16 @@ impl LoadedKernel {
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.module.ctx
     }
+}
+
+/// Sets a function attribute that takes a plain integer.
+fn set_attribute(
+    function: sys::CUfunction,
+    attr: CUfunction_attribute,
+    value: u32,
+) -> Result<(), DriverError> {
+    // SAFETY: callers pass a live function; these attributes take plain integers.
+    unsafe { sys::cuFuncSetAttribute(function, attr, value as i32) }.result()
 }
 
 /// A JIT log buffer's text, up to its NUL.

@@ -184,13 +184,8 @@ impl LoadedKernel {
 
         let mut attrs = [attribute(CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_IGNORE, ignored()); 2];
         let mut n = 0;
-        if let Some([x, y, z]) = shape.cluster {
-            attrs[n] = attribute(
-                CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-                CUlaunchAttributeValue {
-                    clusterDim: ClusterDim { x, y, z },
-                },
-            );
+        if let Some(cluster) = shape.cluster {
+            attrs[n] = cluster_dimension(cluster);
             n += 1;
         }
         if shape.pdl {
@@ -232,6 +227,16 @@ impl LoadedKernel {
         .result()
         .map_err(failed)
     }
+}
+
+/// The launch attribute of a cluster of `[x, y, z]` CTAs.
+pub(super) fn cluster_dimension([x, y, z]: [u32; 3]) -> CUlaunchAttribute {
+    attribute(
+        CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+        CUlaunchAttributeValue {
+            clusterDim: ClusterDim { x, y, z },
+        },
+    )
 }
 
 fn attribute(id: CUlaunchAttributeID, value: CUlaunchAttributeValue) -> CUlaunchAttribute {

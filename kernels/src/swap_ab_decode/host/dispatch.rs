@@ -525,8 +525,8 @@ mod tests {
     }
 
     /// The device's clusters at once decide a launch's rounds: at 32 tokens of 16 heads (NE
-    /// 512, fp8) `stream4` is 32 clusters of 4, which the H100s the model was fitted on did
-    /// not hold at once (28 did: 16.5 us against 27.1 at 32 tokens), so it takes `stream3`;
+    /// 512, fp8) `stream4` is 32 clusters of 4, which the H100 did not hold at once (its
+    /// driver answers 30: 16.6 us at 30 tokens against 27.1 at 32), so it takes `stream3`;
     /// a chip whose GPCs hold them takes `stream4`, and one that runs no cluster above 2
     /// CTAs is never given one.
     #[test]
