@@ -207,6 +207,18 @@ impl LoadedKernel {
     /// How many clusters of `cluster` CTAs of this kernel the device runs at once (the
     /// driver's `cuOccupancyMaxActiveClusters`; 0 where they cannot run). A kernel with a
     /// fixed cluster shape is asked about that shape, whatever `cluster` says.
+    ///
+    /// ```no_run
+    /// use dsl_core::jit::Device;
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let traced: dsl_core::ir::Kernel = unimplemented!();
+    /// let device = Device::open(0)?;
+    /// let kernel = device.load(&traced)?;
+    /// let pairs = kernel.clusters_at_once([2, 1, 1])?;
+    /// println!("{pairs} clusters of two of this kernel's CTAs run at once");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn clusters_at_once(&self, cluster: [u32; 3]) -> Result<u32, JitError> {
         let info = &self.info;
         let doing = || format!("asking how many clusters of `{}` run at once", info.name);
