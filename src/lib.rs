@@ -81,7 +81,7 @@
 //! | --- | --- | --- |
 //! | `dsl-core` | [`kestrel::core`](crate::core) | the IR, tracing, layouts, the op set, the PTX printer, the interpreter, the JIT |
 //! | `dsl-macros` | [`kernel`], [`device`], [`Carry`] | the attribute and derive macros |
-//! | `kernels` | [`kestrel::kernels`](crate::kernels) | the four basic kernels and the SwapAB decode kernel with its host API |
+//! | `kernels` | [`kestrel::kernels`](crate::kernels) | the five basic kernels and the SwapAB decode kernel with its host API |
 
 pub use dsl_core as core;
 pub use dsl_macros::{Carry, device, kernel};

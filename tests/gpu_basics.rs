@@ -1,11 +1,11 @@
-//! The four basic kernels on a GPU (sm_90a), against their host references. Each test
+//! The five basic kernels on a GPU (sm_90a), against their host references. Each test
 //! prints a SKIPPED line and passes where there is no GPU (`KESTREL_REQUIRE_GPU=1` makes
 //! that a failure, as the GPU bundle's runner does).
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use dsl_core::Target;
 use dsl_core::jit::{self, JitError, KernelArg, Launch, TensorArg};
-use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin};
+use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin, split_sum};
 
 fn addr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
     s.device_ptr(stream).0
@@ -155,6 +155,55 @@ fn gpu_cluster_exchange_with_pdl() {
     let got = stream.clone_dtoh(&out_dev).unwrap();
     assert_eq!(got, cluster_exchange::reference(&input, cluster));
     eprintln!("gpu_cluster_exchange_with_pdl: {ctas} CTAs in clusters of {cluster} match");
+}
+
+/// More CTAs than the GPU holds at once, so that the last to count itself in is not the
+/// last launched; ten launches back to back, each finding the counter the last one reset.
+#[test]
+fn gpu_split_sum_is_finished_by_the_last_cta() {
+    let Some(dev) = jit::test_device(Target::Sm90a) else {
+        return;
+    };
+    let stream = dev.stream();
+    let (ctas, per_thread) = (1000usize, 4u32);
+    let n = ctas * (split_sum::THREADS * per_thread) as usize;
+    let x: Vec<f32> = values(n, 5)
+        .map(|v| (v % 2001) as f32 / 256.0 - 4.0)
+        .collect();
+    let x_dev = stream.clone_htod(&x).unwrap();
+    let partials = stream.clone_htod(&vec![f32::NAN; ctas]).unwrap();
+    let count = stream.clone_htod(&[0u32]).unwrap();
+    let sum = stream.clone_htod(&[f32::NAN]).unwrap();
+    let k = dev
+        .kernel("split_sum", "per_thread4", Target::Sm90a, || {
+            split_sum::split_sum(Target::Sm90a, per_thread)
+        })
+        .unwrap();
+    let f32_tensor = |s: &CudaSlice<f32>, len: usize| {
+        KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(
+            addr(s, stream),
+            [len as i64],
+        ))
+    };
+    let args = [
+        f32_tensor(&x_dev, n),
+        f32_tensor(&partials, ctas),
+        tensor_u32(&count, stream, 1),
+        f32_tensor(&sum, 1),
+    ];
+    let want = split_sum::reference(&x, ctas);
+    for launch in 0..10 {
+        // SAFETY: the tensors hold n, ctas, 1 and 1 values and outlive the read-back.
+        unsafe { k.launch(stream, Launch::new([ctas as u32, 1, 1]), &args) }.unwrap();
+        let got = stream.clone_dtoh(&sum).unwrap()[0];
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "launch {launch}: {got} vs {want}"
+        );
+        assert_eq!(stream.clone_dtoh(&count).unwrap(), [0], "launch {launch}");
+    }
+    eprintln!("gpu_split_sum: {ctas} CTAs, 10 launches, bitwise the host's sum");
 }
 
 #[test]

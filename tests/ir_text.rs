@@ -9,7 +9,7 @@ use dsl_core::interp::Program;
 use dsl_core::ir::Kernel;
 use dsl_core::ir::text::{parse, print};
 use dsl_core::ir::verify::verify;
-use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin};
+use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin, split_sum};
 use kernels::gemm::gemm_bf16_tn;
 use kernels::swap_ab_decode::{snapshot_keys, trace_entry, variant_keys};
 
@@ -42,6 +42,7 @@ fn basics_and_gemm_round_trip() {
             divergent_loop::divergent_loop(target).unwrap(),
             cluster_exchange::cluster_exchange(target, 4).unwrap(),
             spin::spin(target).unwrap(),
+            split_sum::split_sum(target, 4).unwrap(),
             gemm_bf16_tn(target).unwrap(),
         ] {
             round_trip(&format!("{} for {target}", kernel.name), &kernel);

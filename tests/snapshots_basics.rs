@@ -1,9 +1,9 @@
-//! The PTX of the four basic kernels, per target, as reviewed snapshots
+//! The PTX of the five basic kernels, per target, as reviewed snapshots
 //! (`cargo insta review` blesses a change). `tests/ptxas.rs` assembles every snapshot.
 
 use dsl_core::Target;
 use dsl_core::emit::ptx::emit;
-use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin};
+use kernels::basics::{cluster_exchange, divergent_loop, row_reduce, spin, split_sum};
 
 fn check(name: &str, kernel: dsl_core::ir::Kernel) {
     let module = emit(&kernel).expect("emits");
@@ -39,6 +39,16 @@ fn cluster_exchange_ptx() {
         check(
             "cluster_exchange__c4",
             cluster_exchange::cluster_exchange(target, 4).unwrap(),
+        );
+    }
+}
+
+#[test]
+fn split_sum_ptx() {
+    for target in Target::ALL {
+        check(
+            "split_sum__per_thread4",
+            split_sum::split_sum(target, 4).unwrap(),
         );
     }
 }

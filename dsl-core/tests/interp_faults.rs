@@ -8,7 +8,9 @@ use common::{expect, when};
 use dsl_core::Target;
 use dsl_core::arch::cluster::{cluster_arrive, cluster_sync, cluster_wait};
 use dsl_core::arch::mbarrier::{Mbarrier, init_fence};
-use dsl_core::arch::memory::{LoadOpts, Smem, load, load_vec, load_vec_if, store};
+use dsl_core::arch::memory::{
+    AtomOrder, LoadOpts, Smem, atomic_add, load, load_vec, load_vec_if, store,
+};
 use dsl_core::arch::sm90::wgmma;
 use dsl_core::arch::sm100::tcgen05::{self, TmemAddr};
 use dsl_core::arch::sync::{fence_proxy_async_shared, sync_threads};
@@ -69,6 +71,32 @@ fn global_out_of_bounds_names_buffer_thread_and_address() {
         f.address,
         Some(mem.address(data) + 256),
         "the first byte past the end"
+    );
+}
+
+#[test]
+fn atomic_add_out_of_bounds_or_misaligned_is_caught() {
+    // Lane t adds to word t + 1: lane 31 runs one word past the 32-word buffer.
+    let past_the_end = kernel("atom_oob", Target::Sm90a, || {
+        threads(32, 1, 1);
+        let x = Tensor::<u32, 1>::declare("x");
+        let at = x.base() + (thread_idx_x() + 1u32).mul_wide(4);
+        atomic_add(at, 1u32, AtomOrder::AcqRel);
+    });
+    expect(
+        &fails(&past_the_end, 32, [1, 1, 1]),
+        FaultKind::OutOfBounds,
+        &["`atom.global.add`", "lane 31", "atomic add of 4 byte(s)"],
+    );
+    let misaligned = kernel("atom_misaligned", Target::Sm90a, || {
+        threads(32, 1, 1);
+        let x = Tensor::<u32, 1>::declare("x");
+        atomic_add(x.base() + 2, 1u32, AtomOrder::Relaxed);
+    });
+    expect(
+        &fails(&misaligned, 32, [1, 1, 1]),
+        FaultKind::Misaligned,
+        &["`atom.global.add`", "lane 0", "4-byte atomic"],
     );
 }
 

@@ -1,11 +1,13 @@
 //! Addresses and memory access: global (`ld.global`, `.nc`, vectors, predicated), shared
-//! (`ld.shared`) and distributed shared memory (`ld.shared::cluster`).
+//! (`ld.shared`) and distributed shared memory (`ld.shared::cluster`), and the global atomic
+//! add through which a grid's CTAs count themselves in.
 //!
 //! An address is a register plus a trace-time byte offset, printed as `[%rd4+528]`: offsets
 //! known while tracing never cost an instruction.
 
 use std::ops::Add;
 
+pub use crate::ir::AtomOrder;
 use crate::ir::{AccessTy, AluOp, CacheHint, MemOp, Op, Operand, Reg, SourceLoc, Space, Ty};
 use crate::trace::val::{emit, emit_effect};
 use crate::trace::{Carry, IntoVal, Pred, Scalar, Val, with_builder};
@@ -296,6 +298,55 @@ pub fn store<T: Word, A: Address>(addr: A, value: impl IntoVal<T>) {
 #[track_caller]
 pub fn store_if<T: Word, A: Address>(addr: A, value: impl IntoVal<T>, pred: Pred) {
     store_with::<T, 1, A>(addr, [value.operand()], Some(pred))
+}
+
+/// `atom.order.gpu.global.add.u32`: every thread adds its `value` to the u32 at its `addr`,
+/// one after another, and gets the value it replaced. With [`AtomOrder::AcqRel`] the add is
+/// a release and an acquire at GPU scope. The way a grid's CTAs hand partial results to the
+/// last of them (`kernels::basics::split_sum`): every thread stores its part and fences
+/// ([`fence_acq_rel_gpu`](crate::arch::sync::fence_acq_rel_gpu)), a CTA barrier, one
+/// thread counts the CTA in, and the CTA whose count finds every other one in reads their
+/// parts after a barrier and a fence of its own.
+///
+/// ```
+/// use dsl_core::Target;
+/// use dsl_core::arch::memory::{AtomOrder, atomic_add, store};
+/// use dsl_core::arch::thread::{block_idx_x, thread_idx_x};
+/// use dsl_core::interp::{Arg, Launch, Memory, run};
+/// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+///
+/// // Four CTAs of 32 threads count themselves into word 0; each thread keeps what its
+/// // add returned at word 1 + its index in the grid.
+/// let kernel = trace_kernel("count", Target::Sm90a, || {
+///     threads(32, 1, 1);
+///     let x = Tensor::<u32, 1>::declare("x");
+///     let before = atomic_add(x.base(), Val::<u32>::constant(1), AtomOrder::Relaxed);
+///     let slot = block_idx_x() * 32u32 + thread_idx_x() + 1u32;
+///     store(x.base() + slot * 4u32, before);
+/// })
+/// .unwrap();
+/// let mut mem = Memory::new();
+/// let x = mem.alloc_from("x", &[0u32; 129]);
+/// run(&kernel, &mut mem, &[Arg::contiguous(x, &[129])], &Launch::grid([4, 1, 1])).unwrap();
+/// let words = mem.read::<u32>(x);
+/// assert_eq!(words[0], 128);
+/// let mut seen = words[1..].to_vec();
+/// seen.sort();
+/// assert_eq!(seen, (0..128).collect::<Vec<u32>>());
+/// ```
+#[track_caller]
+pub fn atomic_add(addr: Gmem, value: impl IntoVal<u32>, order: AtomOrder) -> Val<u32> {
+    let (base, offset) = addr.parts();
+    let src = value.operand();
+    Val::from_reg(emit(Ty::U32, |dst| {
+        Op::Mem(MemOp::AtomAdd {
+            dst,
+            addr: base,
+            offset: offset_i32(offset),
+            src,
+            order,
+        })
+    }))
 }
 
 /// Stores `N` consecutive `T`s.

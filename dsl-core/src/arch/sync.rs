@@ -26,6 +26,15 @@ pub fn fence_acq_rel_cluster() {
     emit_effect(Op::Sync(SyncOp::Fence(FenceKind::AcqRelCluster)));
 }
 
+/// `fence.acq_rel.gpu`: this thread's accesses before it are ordered before its accesses
+/// after it for every thread of the grid: before a CTA hands its stores to another CTA
+/// (through an [`atomic_add`](crate::arch::memory::atomic_add)), and before it reads what
+/// another handed it.
+#[track_caller]
+pub fn fence_acq_rel_gpu() {
+    emit_effect(Op::Sync(SyncOp::Fence(FenceKind::AcqRelGpu)));
+}
+
 /// A named CTA barrier (`bar.sync id, threads` / `bar.arrive id, threads`) between a subset
 /// of the CTA's warps: roles that hand work to each other without stopping the rest of the
 /// CTA. `threads` counts every participant, waiting and arriving; id 0 is

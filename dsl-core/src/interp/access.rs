@@ -233,6 +233,36 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// `atom.global.add.u32`: each active lane in lane order adds its `s` to the u32 at its
+    /// address and gets the value it replaced in `d`.
+    pub(crate) fn atomic_add(
+        &mut self,
+        w: &mut Warp,
+        d: Slot,
+        addr: Slot,
+        offset: i32,
+        s: Slot,
+    ) -> Result<(), InterpError> {
+        for l in lanes_of(w.active) {
+            let address = effective(Space::Global, reg(&w.regs, addr, l), offset);
+            if address % 4 != 0 {
+                return Err(self.misaligned(w, l, address, 4, "atomic"));
+            }
+            let fault = |m: &Self, why| m.mem_fault(w, l, address, 4, "atomic add", why);
+            let mut old = [0u8; 4];
+            self.mem
+                .read_global(address, &mut old)
+                .map_err(|GlobalFault::OutOfBounds(why)| fault(self, why))?;
+            let old = u32::from_le_bytes(old);
+            let sum = old.wrapping_add(reg(&w.regs, s, l) as u32);
+            self.mem
+                .write_global(address, &sum.to_le_bytes())
+                .map_err(|GlobalFault::OutOfBounds(why)| fault(self, why))?;
+            w.regs[d as usize * 32 + l] = u64::from(old);
+        }
+        Ok(())
+    }
+
     /// A thread's write of `bytes` at `address` of shared memory (its CTA's, or another's
     /// through shared::cluster): bounds, mbarrier objects, and the async-proxy bookkeeping.
     pub(crate) fn write_shared(

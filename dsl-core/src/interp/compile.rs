@@ -140,6 +140,12 @@ pub(crate) enum Ins {
         offset: i32,
         pred: Slot,
     },
+    AtomAdd {
+        d: Slot,
+        addr: Slot,
+        offset: i32,
+        s: Slot,
+    },
     Special {
         d: Slot,
         reg: SpecialReg,
@@ -833,7 +839,12 @@ impl Compiler<'_> {
                 },
                 SyncOp::Elect { dst } => Ins::Elect { d: self.reg(*dst) },
                 SyncOp::Fence(FenceKind::ProxyAsyncSharedCta) => Ins::ProxyFence,
-                SyncOp::Fence(FenceKind::AcqRelCluster | FenceKind::MbarrierInit)
+                // Clusters run one after another here, each warp's accesses in program
+                // order, so every store is visible to every later access: the ordering
+                // fences (and PDL) have nothing left to order.
+                SyncOp::Fence(
+                    FenceKind::AcqRelCluster | FenceKind::AcqRelGpu | FenceKind::MbarrierInit,
+                )
                 | SyncOp::GridDepWait
                 | SyncOp::GridDepLaunchDependents => Ins::Nop,
             },
@@ -1246,6 +1257,18 @@ impl Compiler<'_> {
                 addr: self.opnd(addr),
                 offset: *offset,
                 pred: pred.map_or(NONE, |p| self.reg(p)),
+            },
+            MemOp::AtomAdd {
+                dst,
+                addr,
+                offset,
+                src,
+                ..
+            } => Ins::AtomAdd {
+                d: self.reg(*dst),
+                addr: self.opnd(addr),
+                offset: *offset,
+                s: self.opnd(src),
             },
         })
     }

@@ -749,6 +749,9 @@ impl<'a> Machine<'a> {
                     offset,
                     pred,
                 } => self.store(cl, w, *space, *ty, *n, s, *addr, *offset, *pred)?,
+                Ins::AtomAdd { d, addr, offset, s } => {
+                    self.atomic_add(w, *d, *addr, *offset, *s)?
+                }
                 Ins::Special { d, reg: sr } => {
                     let v = self.special(cl, w, *sr);
                     let base = *d as usize * 32;

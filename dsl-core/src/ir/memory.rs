@@ -1,4 +1,5 @@
-//! Loads and stores: parameters, global, shared (CTA and cluster), and the shared-memory base.
+//! Loads and stores: parameters, global, shared (CTA and cluster), the shared-memory base,
+//! and the global atomic add that orders CTAs of a grid.
 
 use super::{Operand, Reg, Requirement, visit_operand};
 use crate::target::Capability;
@@ -52,6 +53,26 @@ impl AccessTy {
     }
 }
 
+/// Memory-model semantics of an atomic (PTX `.relaxed` or `.acq_rel`, both at `.gpu` scope).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomOrder {
+    /// Atomic only: orders nothing else.
+    Relaxed,
+    /// Releases the thread's earlier accesses (and, through a barrier before it, its CTA's)
+    /// and acquires those released by the atomics it reads from: the last of a grid's CTAs
+    /// to count itself in sees every other CTA's stores.
+    AcqRel,
+}
+
+impl AtomOrder {
+    pub fn ptx(self) -> &'static str {
+        match self {
+            AtomOrder::Relaxed => "relaxed",
+            AtomOrder::AcqRel => "acq_rel",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum MemOp {
     /// `ld.param`: `bytes`-wide field at byte `offset` of parameter `param`.
@@ -98,6 +119,15 @@ pub enum MemOp {
         src: Vec<Reg>,
         addr: Operand,
         trans: bool,
+    },
+    /// `atom.order.gpu.global.add.u32 dst, [addr + offset], src`: each active lane in turn
+    /// adds `src` to the u32 at its address; `dst` gets the value it replaced.
+    AtomAdd {
+        dst: Reg,
+        addr: Operand,
+        offset: i32,
+        src: Operand,
+        order: AtomOrder,
     },
 }
 
@@ -149,6 +179,11 @@ impl MemOp {
                     f(*s, false);
                 }
             }
+            MemOp::AtomAdd { dst, addr, src, .. } => {
+                visit_operand(addr, f);
+                visit_operand(src, f);
+                f(*dst, true);
+            }
         }
     }
 
@@ -165,6 +200,7 @@ impl MemOp {
             MemOp::ParamAddress { .. } => Requirement::all(7, 7),
             MemOp::LdMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 6, 5),
             MemOp::StMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 7, 8),
+            // `.sem` and `.scope` on atom: PTX 6.0, sm_70.
             _ => Requirement::all(7, 0),
         }
     }
@@ -182,6 +218,7 @@ impl MemOp {
             },
             MemOp::LdMatrix { .. } => "ldmatrix",
             MemOp::StMatrix { .. } => "stmatrix",
+            MemOp::AtomAdd { .. } => "atom.global.add",
             MemOp::St { space, .. } => match space {
                 Space::Global => "st.global",
                 Space::Shared => "st.shared",

@@ -47,7 +47,7 @@ pub use cluster::{ArriveSemantics, ClusterOp};
 pub use copy::{BulkWait, CopyOp};
 pub use cvt::{Bf16x2Arith, CvtOp};
 pub use mbarrier::MbarrierOp;
-pub use memory::{AccessTy, CacheHint, MemOp, Space};
+pub use memory::{AccessTy, AtomOrder, CacheHint, MemOp, Space};
 pub use sync::{FenceKind, ShflMode, SpecialReg, SyncOp};
 pub use tcgen05::Tcgen05Op;
 pub use wgmma::WgmmaOp;

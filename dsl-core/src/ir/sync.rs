@@ -64,6 +64,8 @@ pub enum FenceKind {
     ProxyAsyncSharedCta,
     /// `fence.acq_rel.cluster`.
     AcqRelCluster,
+    /// `fence.acq_rel.gpu`: orders the thread's accesses for every thread of the grid.
+    AcqRelGpu,
     /// `fence.mbarrier_init.release.cluster`: mbarrier inits become visible cluster-wide.
     MbarrierInit,
 }
@@ -152,6 +154,7 @@ impl SyncOp {
             SyncOp::Elect { .. } => Requirement::with(Capability::ElectSync, 8, 0),
             SyncOp::Fence(FenceKind::AcqRelCluster) => Requirement::with(Capability::Cluster, 7, 8),
             SyncOp::Fence(FenceKind::MbarrierInit) => Requirement::with(Capability::Cluster, 8, 0),
+            SyncOp::Fence(FenceKind::AcqRelGpu) => Requirement::all(7, 0),
             SyncOp::Fence(FenceKind::ProxyAsyncSharedCta) => {
                 Requirement::with(Capability::AsyncProxy, 8, 0)
             }
@@ -176,6 +179,7 @@ impl SyncOp {
             SyncOp::Elect { .. } => "elect.sync",
             SyncOp::Fence(FenceKind::ProxyAsyncSharedCta) => "fence.proxy.async.shared::cta",
             SyncOp::Fence(FenceKind::AcqRelCluster) => "fence.acq_rel.cluster",
+            SyncOp::Fence(FenceKind::AcqRelGpu) => "fence.acq_rel.gpu",
             SyncOp::Fence(FenceKind::MbarrierInit) => "fence.mbarrier_init.release.cluster",
             SyncOp::GridDepWait => "griddepcontrol.wait",
             SyncOp::GridDepLaunchDependents => "griddepcontrol.launch_dependents",

@@ -390,6 +390,19 @@ fn mem(p: &mut Printer, op: &MemOp) {
                 address(p, addr, *offset)
             )
         }
+        MemOp::AtomAdd {
+            dst,
+            addr,
+            offset,
+            src,
+            order,
+        } => format!(
+            "atom.{}.gpu.global.add.u32 {}, {}, {};",
+            order.ptx(),
+            p.reg(*dst),
+            address(p, addr, *offset),
+            p.operand(*src, Ty::U32)
+        ),
         MemOp::St {
             space: s,
             ty,
@@ -482,6 +495,7 @@ fn sync(p: &mut Printer, op: &SyncOp) {
         SyncOp::Fence(kind) => match kind {
             FenceKind::ProxyAsyncSharedCta => "fence.proxy.async.shared::cta;".into(),
             FenceKind::AcqRelCluster => "fence.acq_rel.cluster;".into(),
+            FenceKind::AcqRelGpu => "fence.acq_rel.gpu;".into(),
             FenceKind::MbarrierInit => "fence.mbarrier_init.release.cluster;".into(),
         },
         SyncOp::GridDepWait => "griddepcontrol.wait;".into(),

@@ -83,6 +83,7 @@ op_kinds! {
     St => "st",
     LdMatrix => "ldmatrix",
     StMatrix => "stmatrix",
+    AtomAdd => "atom.add",
     CpAsync => "cp.async",
     CpAsyncCommit => "cp.async.commit_group",
     CpAsyncWait => "cp.async.wait_group",
@@ -105,6 +106,7 @@ op_kinds! {
     Elect => "elect",
     FenceProxyAsync => "fence.proxy.async",
     FenceAcqRelCluster => "fence.acq_rel.cluster",
+    FenceAcqRelGpu => "fence.acq_rel.gpu",
     FenceMbarrierInit => "fence.mbarrier_init",
     GridDepWait => "griddepcontrol.wait",
     GridDepLaunchDependents => "griddepcontrol.launch_dependents",
@@ -196,6 +198,7 @@ impl OpKind {
                 MemOp::St { .. } => OpKind::St,
                 MemOp::LdMatrix { .. } => OpKind::LdMatrix,
                 MemOp::StMatrix { .. } => OpKind::StMatrix,
+                MemOp::AtomAdd { .. } => OpKind::AtomAdd,
             },
             Op::Copy(op) => match op {
                 CopyOp::CpAsync { .. } => OpKind::CpAsync,
@@ -225,6 +228,7 @@ impl OpKind {
                 SyncOp::Fence(kind) => match kind {
                     FenceKind::ProxyAsyncSharedCta => OpKind::FenceProxyAsync,
                     FenceKind::AcqRelCluster => OpKind::FenceAcqRelCluster,
+                    FenceKind::AcqRelGpu => OpKind::FenceAcqRelGpu,
                     FenceKind::MbarrierInit => OpKind::FenceMbarrierInit,
                 },
                 SyncOp::GridDepWait => OpKind::GridDepWait,

@@ -3,9 +3,9 @@
 //! given a line form in both directions.
 
 use crate::ir::{
-    AccessTy, AluOp, ArriveSemantics, Bf16x2Arith, BinaryOp, BulkWait, CacheHint, ClusterOp, CmpOp,
-    CopyOp, CvtOp, FenceKind, MbarrierOp, MemOp, Op, Operand, Param, Reg, Rounding, ShflMode,
-    Space, SpecialReg, SyncOp, Tcgen05Op, Ty, UnaryOp, WgmmaOp,
+    AccessTy, AluOp, ArriveSemantics, AtomOrder, Bf16x2Arith, BinaryOp, BulkWait, CacheHint,
+    ClusterOp, CmpOp, CopyOp, CvtOp, FenceKind, MbarrierOp, MemOp, Op, Operand, Param, Reg,
+    Rounding, ShflMode, Space, SpecialReg, SyncOp, Tcgen05Op, Ty, UnaryOp, WgmmaOp,
 };
 
 use super::OpKind;
@@ -149,6 +149,17 @@ pub(crate) fn lower(op: &Op, reg_ty: &dyn Fn(Reg) -> Ty, param: &dyn Fn(u32) -> 
                 let l = if *trans { l.suffix("trans") } else { l };
                 l.at(*addr).list(src)
             }
+            MemOp::AtomAdd {
+                dst,
+                addr,
+                offset,
+                src,
+                order,
+            } => l
+                .def(*dst)
+                .suffix(order.word())
+                .arg(Arg::Addr(*addr, *offset))
+                .val(*src),
         },
         Op::Copy(op) => match op {
             CopyOp::CpAsync {
@@ -607,6 +618,19 @@ pub(crate) fn build(line: &Line, params: &[Param]) -> Result<Op, ParseError> {
             r.end(false, false)?;
             Op::Mem(MemOp::StMatrix { src, addr, trans })
         }
+        OpKind::AtomAdd => {
+            let order: AtomOrder = r.word()?;
+            let (addr, offset) = r.addr()?;
+            let src = r.operand()?;
+            r.end(true, false)?;
+            Op::Mem(MemOp::AtomAdd {
+                dst: r.def()?,
+                addr,
+                offset,
+                src,
+                order,
+            })
+        }
         OpKind::CpAsync => {
             let (dst, src, bytes) = (r.at()?, r.at()?, r.int()?);
             let src_bytes = if r.more() { Some(r.operand()?) } else { None };
@@ -738,6 +762,9 @@ pub(crate) fn build(line: &Line, params: &[Param]) -> Result<Op, ParseError> {
         }
         OpKind::FenceAcqRelCluster => {
             return bare(line, Op::Sync(SyncOp::Fence(FenceKind::AcqRelCluster)));
+        }
+        OpKind::FenceAcqRelGpu => {
+            return bare(line, Op::Sync(SyncOp::Fence(FenceKind::AcqRelGpu)));
         }
         OpKind::FenceMbarrierInit => {
             return bare(line, Op::Sync(SyncOp::Fence(FenceKind::MbarrierInit)));

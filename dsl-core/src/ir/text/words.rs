@@ -4,7 +4,7 @@
 
 use crate::Target;
 use crate::ir::{
-    AccessTy, ArriveSemantics, CmpOp, ElemTy, Rounding, ShflMode, Space, SpecialReg, Ty,
+    AccessTy, ArriveSemantics, AtomOrder, CmpOp, ElemTy, Rounding, ShflMode, Space, SpecialReg, Ty,
 };
 
 /// An enum with one keyword per variant.
@@ -97,6 +97,11 @@ words!(ShflMode, "a shuffle mode" {
     ShflMode::Idx => "idx",
     ShflMode::Up => "up",
     ShflMode::Down => "down",
+});
+
+words!(AtomOrder, "an atomic's ordering" {
+    AtomOrder::Relaxed => "relaxed",
+    AtomOrder::AcqRel => "acq_rel",
 });
 
 words!(ArriveSemantics, "a cluster-arrive ordering" {

@@ -368,6 +368,11 @@ impl Cx<'_> {
                     self.reg_ty(*p, Ty::Pred, "the predicate");
                 }
             }
+            MemOp::AtomAdd { dst, addr, src, .. } => {
+                self.access_reg(*dst, AccessTy::B32, "the destination");
+                self.stored_values(std::slice::from_ref(src), AccessTy::B32);
+                self.address(Space::Global, addr);
+            }
         }
     }
 
