@@ -291,20 +291,27 @@ pub(crate) fn run(
     let [gx, gy, gz] = m.cfg.grid;
     let [cx, cy, cz] = m.cfg.cluster;
     let clusters_total = gx.div_ceil(cx) * gy.div_ceil(cy) * gz.div_ceil(cz);
+    let mut origins: Vec<[u32; 3]> = (0..gz)
+        .step_by(cz as usize)
+        .flat_map(|z| {
+            (0..gy)
+                .step_by(cy as usize)
+                .flat_map(move |y| (0..gx).step_by(cx as usize).map(move |x| [x, y, z]))
+        })
+        .collect();
+    if opts.clusters_last_first {
+        origins.reverse();
+    }
     let mut clusters = 0;
-    for z in (0..gz).step_by(cz as usize) {
-        for y in (0..gy).step_by(cy as usize) {
-            for x in (0..gx).step_by(cx as usize) {
-                m.run_cluster([x, y, z])?;
-                clusters += 1;
-                if let Some(report) = m.opts.progress {
-                    report(&Progress {
-                        clusters_done: clusters,
-                        clusters_total,
-                        elapsed: start.elapsed(),
-                    });
-                }
-            }
+    for origin in origins {
+        m.run_cluster(origin)?;
+        clusters += 1;
+        if let Some(report) = m.opts.progress {
+            report(&Progress {
+                clusters_done: clusters,
+                clusters_total,
+                elapsed: start.elapsed(),
+            });
         }
     }
     Ok(RunStats {

@@ -305,6 +305,37 @@ pub struct Options {
     /// Count the shared-memory wavefronts and bank conflicts of every `ld.shared` and
     /// `st.shared` ([`RunStats::shared_accesses`]).
     pub shared_wavefronts: bool,
+    /// Run the grid's clusters last to first instead of first to last. Clusters run one
+    /// after another here, so a kernel whose CTAs hand work to each other through global
+    /// memory (an [`atomic_add`](crate::arch::memory::atomic_add) count) sees one order a
+    /// run; running both shows that its result does not depend on which CTA comes last.
+    ///
+    /// ```
+    /// use dsl_core::Target;
+    /// use dsl_core::arch::memory::{AtomOrder, atomic_add, store};
+    /// use dsl_core::arch::thread::block_idx_x;
+    /// use dsl_core::interp::{Arg, Launch, Memory, Options, run_with};
+    /// use dsl_core::trace::{KernelParam, Tensor, Val, threads, trace_kernel};
+    ///
+    /// // Each of four one-thread CTAs counts itself into word 0 and keeps its count at word
+    /// // 1 + its index.
+    /// let kernel = trace_kernel("arrivals", Target::Sm90a, || {
+    ///     threads(1, 1, 1);
+    ///     let x = Tensor::<u32, 1>::declare("x");
+    ///     let before = atomic_add(x.base(), Val::<u32>::constant(1), AtomOrder::Relaxed);
+    ///     store(x.base() + (block_idx_x() + 1u32) * 4u32, before);
+    /// })
+    /// .unwrap();
+    /// for (clusters_last_first, counts) in [(false, [0, 1, 2, 3]), (true, [3, 2, 1, 0])] {
+    ///     let mut mem = Memory::new();
+    ///     let x = mem.alloc_from("x", &[0u32; 5]);
+    ///     let options = Options { clusters_last_first, ..Options::default() };
+    ///     let launch = Launch::grid([4, 1, 1]);
+    ///     run_with(&kernel, &mut mem, &[Arg::contiguous(x, &[5])], &launch, &options).unwrap();
+    ///     assert_eq!(mem.read::<u32>(x)[1..], counts);
+    /// }
+    /// ```
+    pub clusters_last_first: bool,
 }
 
 /// How far a run is, as reported to [`Options::progress`].
@@ -325,6 +356,7 @@ impl Default for Options {
             max_warp_instructions: 1 << 28,
             progress: None,
             shared_wavefronts: false,
+            clusters_last_first: false,
         }
     }
 }

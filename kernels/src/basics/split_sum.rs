@@ -140,10 +140,13 @@ fn reference_cta_sum(values: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use dsl_core::Target;
-    use dsl_core::interp::{self, Arg, Launch, Memory};
+    use dsl_core::interp::{self, Arg, Launch, Memory, Options};
 
     use super::{THREADS, reference, split_sum};
 
+    /// With the CTAs run first to last and last to first, so that CTA 0 is the last to count
+    /// itself in as well as the last CTA; twice each, the second launch finding the counter
+    /// the first put back.
     #[test]
     fn split_sum_adds_every_ctas_partial_in_the_interpreter() {
         let per_thread = 3;
@@ -166,10 +169,16 @@ mod tests {
                     Arg::contiguous(sum, &[1]),
                 ];
                 let launch = Launch::grid([ctas as u32, 1, 1]);
-                for launch_no in 0..2 {
-                    interp::run(&kernel, &mut mem, &args, &launch)
+                for (run, clusters_last_first) in [false, false, true, true].into_iter().enumerate()
+                {
+                    let options = Options {
+                        clusters_last_first,
+                        ..Options::default()
+                    };
+                    mem.write(sum, 0, &[f32::NAN]);
+                    interp::run_with(&kernel, &mut mem, &args, &launch, &options)
                         .unwrap_or_else(|e| panic!("{target}, {ctas} CTAs: {e}"));
-                    let what = format!("{target}, {ctas} CTAs, launch {launch_no}");
+                    let what = format!("{target}, {ctas} CTAs, run {run}");
                     assert_eq!(mem.read::<u32>(count), [0], "{what}: the counter is reset");
                     assert_eq!(
                         mem.read::<f32>(sum)[0].to_bits(),
