@@ -144,7 +144,10 @@
 //! from about 24 tokens its clusters of 6 (NE 512) or 10 (NE 1024) no longer fit the GPU
 //! at once and take a second round; a cluster of 2-4 streamed CTAs gives each token 2-4
 //! SMs and 2-5 tiles per CTA in one round, the cluster merge costing about 1 us.
-//! `host/dispatch.rs` models both and picks per call.
+//! `host/dispatch.rs` models both and picks per call. Because a token splits only within a
+//! cluster and a persistent CTA takes whole tokens, the time steps with rounds of whole
+//! tokens (1.63x from 112 tokens to 133 at H=16 NE 512 on an H100; docs/performance.md's
+//! "Where the batch size steps the time" says what a split across clusters would need).
 //!
 //! Why bulk copies for fp8 records: Nsight Compute put the L1's LSU data pipe at 69% of its
 //! peak over the one-CTA schedule at s_q 512 (issue slots 39%, DRAM 22%): 21.1 M
