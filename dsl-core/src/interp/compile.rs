@@ -841,7 +841,8 @@ impl Compiler<'_> {
                 SyncOp::Fence(FenceKind::ProxyAsyncSharedCta) => Ins::ProxyFence,
                 // Clusters run one after another here, each warp's accesses in program
                 // order, so every store is visible to every later access: the ordering
-                // fences (and PDL) have nothing left to order.
+                // fences (and PDL) have nothing left to order, and one left out shows
+                // only on a GPU.
                 SyncOp::Fence(
                     FenceKind::AcqRelCluster | FenceKind::AcqRelGpu | FenceKind::MbarrierInit,
                 )

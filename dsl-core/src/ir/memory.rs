@@ -200,7 +200,6 @@ impl MemOp {
             MemOp::ParamAddress { .. } => Requirement::all(7, 7),
             MemOp::LdMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 6, 5),
             MemOp::StMatrix { .. } => Requirement::with(Capability::MatrixLdSt, 7, 8),
-            // `.sem` and `.scope` on atom: PTX 6.0, sm_70.
             _ => Requirement::all(7, 0),
         }
     }
