@@ -15,6 +15,10 @@ fn tensor_u32(s: &CudaSlice<u32>, stream: &CudaStream, n: usize) -> KernelArg {
     KernelArg::Tensor(TensorArg::contiguous::<u32, 1>(addr(s, stream), [n as i64]))
 }
 
+fn tensor_f32(s: &CudaSlice<f32>, stream: &CudaStream, n: usize) -> KernelArg {
+    KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(addr(s, stream), [n as i64]))
+}
+
 /// Deterministic pseudo-random values.
 fn values(n: usize, seed: u64) -> impl Iterator<Item = u64> {
     let mut state = seed;
@@ -49,14 +53,8 @@ fn gpu_row_reduce() {
             addr(&x_dev, stream),
             [rows as i64, cols as i64],
         )),
-        KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(
-            addr(&max_dev, stream),
-            [rows as i64],
-        )),
-        KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(
-            addr(&sum_dev, stream),
-            [rows as i64],
-        )),
+        tensor_f32(&max_dev, stream, rows),
+        tensor_f32(&sum_dev, stream, rows),
         KernelArg::U32(rows as u32),
     ];
     let grid = (rows as u32).div_ceil(row_reduce::WARPS);
@@ -179,17 +177,11 @@ fn gpu_split_sum_is_finished_by_the_last_cta() {
             split_sum::split_sum(Target::Sm90a, per_thread)
         })
         .unwrap();
-    let f32_tensor = |s: &CudaSlice<f32>, len: usize| {
-        KernelArg::Tensor(TensorArg::contiguous::<f32, 1>(
-            addr(s, stream),
-            [len as i64],
-        ))
-    };
     let args = [
-        f32_tensor(&x_dev, n),
-        f32_tensor(&partials, ctas),
+        tensor_f32(&x_dev, stream, n),
+        tensor_f32(&partials, stream, ctas),
         tensor_u32(&count, stream, 1),
-        f32_tensor(&sum, 1),
+        tensor_f32(&sum, stream, 1),
     ];
     let want = split_sum::reference(&x, ctas);
     for launch in 0..10 {

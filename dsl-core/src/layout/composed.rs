@@ -62,6 +62,21 @@ impl ComposedLayout {
         })
     }
 
+    /// An unswizzled, compact row-major tile of `extents` elements of `elem_bytes`, from
+    /// byte 0: a shared buffer of plain words, as barriers' counts and reductions' partials
+    /// use.
+    ///
+    /// ```
+    /// use dsl_core::layout::ComposedLayout;
+    ///
+    /// let words = ComposedLayout::row_major(&[2, 5], 4).unwrap();
+    /// assert_eq!(words.to_string(), "Sw<0,4,3> o smem_ptr[32b](+0) o (2,5):(5,1)");
+    /// ```
+    pub fn row_major(extents: &[i64], elem_bytes: u32) -> Result<ComposedLayout, LayoutError> {
+        let extents: Vec<Int> = extents.iter().map(|&e| Int::Static(e)).collect();
+        ComposedLayout::new(Swizzle::NONE, 0, Layout::row_major(&extents), elem_bytes)
+    }
+
     pub fn swizzle(&self) -> Swizzle {
         self.swizzle
     }

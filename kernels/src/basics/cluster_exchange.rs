@@ -9,7 +9,7 @@ use dsl_core::arch::memory::{load, store};
 use dsl_core::arch::pdl::{grid_dependency_wait, launch_dependents};
 use dsl_core::arch::sync::sync_threads;
 use dsl_core::arch::thread::{block_idx_x, cluster_cta_rank, thread_idx_x};
-use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
+use dsl_core::layout::ComposedLayout;
 use dsl_core::trace::{Tensor, Val, cluster_dims, smem_alloc, smem_tile, threads};
 use dsl_macros::kernel;
 
@@ -24,13 +24,7 @@ pub fn cluster_exchange(#[comptime] cluster: u32, input: Tensor<u32, 1>, out: Te
     cluster_dims(cluster, 1, 1);
     let buffer = smem_tile(
         "buffer",
-        ComposedLayout::new(
-            Swizzle::NONE,
-            0,
-            Layout::row_major(&[Int::Static(i64::from(THREADS))]),
-            4,
-        )
-        .expect("an unswizzled layout composes"),
+        ComposedLayout::row_major(&[i64::from(THREADS)], 4).expect("4-byte words compose"),
     );
     let barrier = Mbarrier::at(smem_alloc("filled", 8, 8).addr());
     let tid = thread_idx_x();

@@ -8,7 +8,7 @@
 use dsl_core::arch::memory::{AtomOrder, Smem, atomic_add, load, store};
 use dsl_core::arch::sync::{fence_acq_rel_gpu, sync_threads};
 use dsl_core::arch::thread::{block_idx_x, grid_dim_x, lane_id, shfl_xor, thread_idx_x, warp_id};
-use dsl_core::layout::{ComposedLayout, Int, Layout, Swizzle};
+use dsl_core::layout::ComposedLayout;
 use dsl_core::trace::{SmemTile, Tensor, Val, dyn_range, smem_tile, threads};
 use dsl_macros::{device, kernel};
 
@@ -32,13 +32,7 @@ pub fn split_sum(
     threads(THREADS, 1, 1);
     let scratch = smem_tile(
         "scratch",
-        ComposedLayout::new(
-            Swizzle::NONE,
-            0,
-            Layout::row_major(&[Int::Static(i64::from(WARPS + 1))]),
-            4,
-        )
-        .expect("an unswizzled layout composes"),
+        ComposedLayout::row_major(&[i64::from(WARPS + 1)], 4).expect("4-byte words compose"),
     );
     let (tid, cta, ctas) = (thread_idx_x(), block_idx_x(), grid_dim_x());
     let (x, partials) = (x.view([Some(1)]), partials.view([Some(1)]));
